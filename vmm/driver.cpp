@@ -1,0 +1,23 @@
+#include "vmm/driver.h"
+
+namespace stalloc::vmm {
+
+std::string_view status_name(Status s) {
+  switch (s) {
+    case Status::Success: return "CUDA_SUCCESS";
+    case Status::InvalidValue: return "CUDA_ERROR_INVALID_VALUE";
+    case Status::OutOfMemory: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case Status::NotInitialized: return "CUDA_ERROR_NOT_INITIALIZED";
+    case Status::NoDevice: return "CUDA_ERROR_NO_DEVICE";
+    case Status::InvalidDevice: return "CUDA_ERROR_INVALID_DEVICE";
+    case Status::InvalidHandle: return "CUDA_ERROR_INVALID_HANDLE";
+    case Status::NotFound: return "CUDA_ERROR_NOT_FOUND";
+    case Status::NotReady: return "CUDA_ERROR_NOT_READY";
+    case Status::NotPermitted: return "CUDA_ERROR_NOT_PERMITTED";
+    case Status::NotSupported: return "CUDA_ERROR_NOT_SUPPORTED";
+    case Status::Unknown: return "CUDA_ERROR_UNKNOWN";
+  }
+  return "CUDA_ERROR_UNKNOWN";
+}
+
+}  // namespace stalloc::vmm

@@ -1,0 +1,106 @@
+// The one interface to GPU virtual memory management. Everything above vmm/ talks to a Driver,
+// never to libcuda: the CUDA backend forwards to the driver API (loaded at run time), the host
+// backend emulates it with memfd/mmap and enforces the same rules, so allocator code tested on
+// a laptop behaves the same on a GPU.
+//
+// The calls mirror the CUDA driver API one to one (cuMemGetAllocationGranularity, cuMemCreate,
+// cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap, cuMemUnmap, cuMemSetAccess,
+// cuEventCreate/Record/Query/Destroy, cuStreamWaitEvent) and return CUDA's error codes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <stdexcept>
+#include <string_view>
+
+namespace stalloc::vmm {
+
+// Values are CUresult's, so a status from either backend reads the same.
+enum class Status : int {
+  Success = 0,
+  InvalidValue = 1,
+  OutOfMemory = 2,
+  NotInitialized = 3,
+  NoDevice = 100,
+  InvalidDevice = 101,
+  InvalidHandle = 400,
+  NotFound = 500,
+  NotReady = 600,
+  NotPermitted = 800,
+  NotSupported = 801,
+  Unknown = 999,
+};
+
+std::string_view status_name(Status s);
+
+using DevicePtr = std::uintptr_t;    // a virtual address (CUdeviceptr)
+using ChunkHandle = std::uint64_t;   // a physical allocation (CUmemGenericAllocationHandle)
+using EventHandle = std::uint64_t;   // CUevent
+using StreamHandle = std::uintptr_t; // CUstream; 0 is the default stream
+
+enum class Access : std::uint8_t { None, Read, ReadWrite };
+
+// What a driver has done so far; the runtime reports these as VMM calls.
+struct DriverCounters {
+  std::uint64_t creates = 0;
+  std::uint64_t releases = 0;
+  std::uint64_t reserves = 0;
+  std::uint64_t frees = 0;  // address ranges freed
+  std::uint64_t maps = 0;
+  std::uint64_t unmaps = 0;
+  std::uint64_t set_accesses = 0;
+  std::uint64_t live_chunks = 0;
+  std::uint64_t live_reservations = 0;
+  std::uint64_t live_mappings = 0;
+  std::uint64_t chunk_bytes = 0;  // physical bytes currently created
+  std::uint64_t peak_chunk_bytes = 0;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+
+  virtual std::string_view name() const = 0;   // "host" or "cuda"
+  virtual int device() const = 0;
+
+  // Minimum granularity G of chunk sizes, reservations and mappings.
+  virtual Status granularity(std::size_t* out) = 0;
+
+  virtual Status create(ChunkHandle* out, std::size_t size) = 0;
+  virtual Status release(ChunkHandle chunk) = 0;
+
+  // alignment 0 means the granularity.
+  virtual Status reserve(DevicePtr* out, std::size_t size, std::size_t alignment = 0) = 0;
+  virtual Status free_reservation(DevicePtr ptr, std::size_t size) = 0;
+
+  // Maps [offset, offset+size) of chunk at ptr. ptr lies in a reservation and is not mapped.
+  virtual Status map(DevicePtr ptr, std::size_t size, std::size_t offset, ChunkHandle chunk) = 0;
+  // Must cover exactly one mapped range, as cuMemUnmap does for a range mapped by one call.
+  virtual Status unmap(DevicePtr ptr, std::size_t size) = 0;
+  // Grants access over a range that is entirely mapped.
+  virtual Status set_access(DevicePtr ptr, std::size_t size, Access access) = 0;
+
+  virtual Status event_create(EventHandle* out) = 0;
+  virtual Status event_destroy(EventHandle event) = 0;
+  virtual Status event_record(EventHandle event, StreamHandle stream) = 0;
+  // Success when the GPU has passed the record, NotReady otherwise. Never blocks.
+  virtual Status event_query(EventHandle event) = 0;
+  // Makes future work on stream wait for the event; asynchronous, the host does not block.
+  virtual Status stream_wait_event(StreamHandle stream, EventHandle event) = 0;
+
+  // True when a DevicePtr can be read and written by the host (the host backend), so tests and
+  // replay --verify can write and check data patterns.
+  virtual bool host_accessible() const = 0;
+
+  virtual DriverCounters counters() const = 0;
+};
+
+// Raised by a factory that cannot give a driver (no libcuda, no device, bad options).
+class DriverUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace stalloc::vmm
