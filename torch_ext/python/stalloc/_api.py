@@ -1,0 +1,88 @@
+"""The user-facing functions: enable, step, stats, dump_snapshot, save_trace."""
+
+import ctypes
+import json
+import os
+
+from ._library import StallocError, check, library_path, load_library
+
+_ERROR_BYTES = 1024
+
+
+def _rank_suffixed(path):
+    """Under torchrun every rank writes its own file: trace.txt -> trace.rank3.txt."""
+    rank = os.environ.get("RANK")
+    if rank is None or "{rank}" in path:
+        return path.replace("{rank}", rank or "0")
+    root, ext = os.path.splitext(path)
+    return f"{root}.rank{rank}{ext}"
+
+
+def enable(conf=""):
+    """Makes stalloc PyTorch's CUDA allocator. Call before the first CUDA tensor is allocated.
+
+    conf uses the STALLOC_CONF syntax ("key:value,key:value"); it is applied on top of the
+    STALLOC_CONF environment variable. Raises StallocError for a bad configuration, or when
+    PyTorch's allocator is already in use.
+    """
+    import torch  # imported here so that stats() and friends work without torch installed
+
+    lib = load_library()
+    error = ctypes.create_string_buffer(_ERROR_BYTES)
+    merged = ",".join(part for part in (os.environ.get("STALLOC_CONF", ""), conf) if part)
+    check(lib.stalloc_configure(merged.encode(), error, _ERROR_BYTES), error)
+
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(
+        str(library_path()), "stalloc_malloc", "stalloc_free"
+    )
+    native = allocator.allocator()
+    for setter, symbol in (
+        ("set_record_stream_fn", "stalloc_record_stream"),
+        ("set_reset_fn", "stalloc_reset"),
+        ("set_memory_fraction_fn", "stalloc_set_memory_fraction"),
+    ):
+        if hasattr(native, setter):
+            getattr(native, setter)(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
+    try:
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as exc:
+        raise StallocError(
+            "stalloc.enable() came too late: PyTorch's CUDA allocator has already allocated "
+            "memory in this process. Call stalloc.enable() before creating any CUDA tensor "
+            f"(PyTorch said: {exc})"
+        ) from exc
+    return allocator
+
+
+def step():
+    """Marks the end of a training iteration (profiling, planning and replay follow it)."""
+    load_library().stalloc_step()
+
+
+def stats():
+    """The allocator's statistics as a dict (allocated, reserved, peaks, matches, misses, ...)."""
+    lib = load_library()
+    size = lib.stalloc_stats_json(None, 0)
+    buffer = ctypes.create_string_buffer(size + 1)
+    lib.stalloc_stats_json(buffer, size + 1)
+    return json.loads(buffer.value.decode())
+
+
+def _write(function, path):
+    error = ctypes.create_string_buffer(_ERROR_BYTES)
+    path = _rank_suffixed(os.fspath(path))
+    check(function(path.encode(), error, _ERROR_BYTES), error)
+    return path
+
+
+def dump_snapshot(path):
+    """Writes a PyTorch-format memory snapshot (open it at pytorch.org/memory_viz)."""
+    return _write(load_library().stalloc_dump_snapshot, path)
+
+
+def save_trace(path):
+    """Writes the recorded allocation trace in stalloc's format (stalloc inspect/plan/sim read it)."""
+    return _write(load_library().stalloc_save_trace, path)
+
+
+__all__ = ["StallocError", "dump_snapshot", "enable", "save_trace", "stats", "step"]
