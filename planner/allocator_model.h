@@ -17,6 +17,7 @@ struct ModelOptions {
   std::uint64_t capacity = 0;        // device memory; 0 = unlimited
   std::uint64_t granularity = 2ull << 20;
   std::string pytorch_conf;          // PYTORCH_CUDA_ALLOC_CONF-style string for the pytorch models
+  std::uint64_t stitch_threshold = 512ull << 20;  // gmlake: smallest request it stitches
 };
 
 class AllocatorModel {

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `stalloc sim`: the table, JSON, trace files, the sweep, the HTML report, and clear errors.
+# Usage: sim.sh STALLOC_BIN SRC_DIR
+set -euo pipefail
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Two identical iterations: two 5 MiB tensors live together. PyTorch packs them into one 20 MiB
+# segment: peak allocated 10 MiB, peak reserved 20 MiB, utilization 50%.
+{
+  echo "stalloc-trace 1"
+  for it in 0 1; do
+    a=$((it * 2 + 1)); b=$((it * 2 + 2))
+    echo "a $a 5242880 0 $it fwd 0 0 0 -"
+    echo "a $b 5242880 0 $it fwd 0 0 0 -"
+    echo "f $a 5242880 0 $it bwd 0 0 0 -"
+    echo "f $b 5242880 0 $it bwd 0 0 0 -"
+  done
+} > "$tmp/two.trace"
+
+"$bin" sim "$tmp/two.trace" --allocators pytorch > "$tmp/table.txt" 2> "$tmp/err.txt"
+grep -Eq "^two +pytorch +10\.00 MiB +20\.00 MiB +50\.0%" "$tmp/table.txt" || fail "table: $(cat "$tmp/table.txt")"
+
+"$bin" sim "$tmp/two.trace" --json > "$tmp/all.json" 2> /dev/null
+python3 - "$tmp/all.json" <<'PY'
+import json, subprocess, sys
+d = json.load(open(sys.argv[1]))
+assert d["sweep"] is None, d
+names = [r["allocator"] for r in d["results"]]
+assert names[:3] == ["pytorch", "pytorch-expandable", "gmlake"], names
+for r in d["results"]:
+    assert r["workload"] == "two", r
+    assert r["peak_allocated_bytes"] == 10 << 20, r
+    assert r["peak_reserved_bytes"] >= r["peak_allocated_bytes"], r
+    assert r["waste_bytes"] == r["peak_reserved_bytes"] - r["peak_allocated_bytes"], r
+    assert r["oom"] is False, r
+    for key in ("utilization", "driver_calls_per_iteration", "milliseconds"):
+        assert key in r, (key, r)
+pt = d["results"][0]
+assert pt["peak_reserved_bytes"] == 20 << 20 and abs(pt["utilization"] - 0.5) < 1e-9, pt
+assert pt["driver_calls_per_iteration"] == 0, pt  # the cached segment serves iteration 1
+PY
+
+# Under a capacity of 12 MiB even the first 5 MiB tensor fails: PyTorch asks for a 20 MiB segment.
+"$bin" sim "$tmp/two.trace" --allocators pytorch --capacity 12MiB --json > "$tmp/oom.json" 2> /dev/null
+python3 - "$tmp/oom.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["oom"] is True and r["oom_event"] == 0, r
+PY
+
+# A preset, a sweep of the micro-batch under a capacity, and the report.
+"$bin" sim --preset tiny --allocators pytorch,pytorch-expandable --capacity 256MiB --sweep mbs --json \
+  --report "$tmp/report" > "$tmp/sweep.json" 2> "$tmp/err.txt"
+python3 - "$tmp/sweep.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [r["workload"] for r in d["results"]] == ["tiny", "tiny"], d
+assert len(d["sweep"]) == 2, d
+for s in d["sweep"]:
+    assert s["parameter"] == "mbs" and s["largest"] >= 1 and s["runs"] >= 2, s
+    assert 0 < s["peak_reserved_bytes"] <= 256 << 20, s
+PY
+grep -q "sim: report written to $tmp/report/index.html" "$tmp/err.txt" || fail "report path: $(cat "$tmp/err.txt")"
+html="$tmp/report/index.html"
+grep -q "<svg" "$html" || fail "report has no plot"
+grep -q "pytorch-expandable" "$html" || fail "report lacks an allocator"
+grep -q "largest configuration without OOM\|Sweep" "$html" || fail "report lacks the sweep"
+if grep -Eq "(src|href)=|https?://|<script" "$html"; then fail "report loads something from outside"; fi
+
+# Errors: exit status 2 and a message that says what was wrong.
+expect_error() {
+  local what=$1 status; shift
+  set +e
+  "$bin" sim "$@" > /dev/null 2> "$tmp/err.txt"
+  status=$?
+  set -e
+  [ "$status" -ne 0 ] || fail "no error for: $*"
+  grep -q -- "$what" "$tmp/err.txt" || fail "expected '$what' for: $* (got: $(cat "$tmp/err.txt"))"
+}
+expect_error "unknown model 'tcmalloc'" "$tmp/two.trace" --allocators pytorch,tcmalloc
+expect_error "--sweep needs --capacity" --preset tiny --sweep mbs
+expect_error "presets only" "$tmp/two.trace" --sweep seq --capacity 1GiB
+expect_error "unknown preset" --preset no-such-preset
+expect_error "no workload" --allocators pytorch
+expect_error "missing.trace" "$tmp/missing.trace"
+expect_error "unknown option 'max_split'" "$tmp/two.trace" --pytorch-conf max_split:100
+expect_error "expected default or real" --suite everything
+expect_error "expected a byte count" "$tmp/two.trace" --capacity lots
+echo "sim.sh: ok"

@@ -1,0 +1,354 @@
+// `stalloc sim`: replays workloads (trace files or generated presets) through the allocator
+// models and compares what each reserves; optionally sweeps the largest micro-batch or sequence
+// length that fits a capacity, and writes an HTML report. Runs are independent, so they go to a
+// small pool of threads; traces are loaded once and shared read-only.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "common/json.h"
+#include "common/units.h"
+#include "planner/allocator_model.h"
+#include "planner/generator.h"
+#include "planner/report_html.h"
+#include "planner/simulator.h"
+#include "planner/trace_io.h"
+#include "tools/stalloc/command.h"
+
+namespace stalloc::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stalloc sim [TRACE... | --preset NAME... | --suite default|real] [--capacity BYTES]\n"
+    "                   [--allocators LIST] [--pytorch-conf CONF] [--json] [--report DIR]\n"
+    "                   [--sweep mbs|seq --capacity BYTES] [--jobs N]\n\n"
+    "Replays each workload through each allocator model and prints peak allocated, peak reserved,\n"
+    "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls per\n"
+    "steady-state iteration and the time the model took.\n"
+    "  TRACE               a trace file (text or binary)\n"
+    "  --preset NAME       a generator preset (repeatable; `stalloc gen --list` lists them)\n"
+    "  --suite default     every preset except tiny\n"
+    "  --suite real        the traces in tests/data/real (found from the binary or the current\n"
+    "                      directory)\n"
+    "  --capacity BYTES    device memory (e.g. 80GiB); default unlimited\n"
+    "  --allocators LIST   comma-separated models; default all of them\n"
+    "  --pytorch-conf CONF PYTORCH_CUDA_ALLOC_CONF for the pytorch and gmlake models\n"
+    "  --json              print {\"results\": [...], \"sweep\": [...] or null} instead of the table\n"
+    "  --report DIR        write DIR/index.html with the table, the sweep and plots\n"
+    "  --sweep mbs|seq     for each preset and allocator, the largest micro-batch or sequence\n"
+    "                      length that runs without OOM under --capacity\n"
+    "  --jobs N            runs in parallel (default: the number of cores)";
+
+struct Workload {
+  std::string name;
+  std::function<Trace()> load;
+  bool generated = false;
+  GeneratorConfig config;  // when generated
+  // Loaded on first use by whichever run needs it, then shared.
+  std::once_flag once;
+  Trace trace;
+  std::string error;
+};
+
+std::string trace_stem(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const char* ext : {".traceb", ".trace"}) {
+    const std::string e = ext;
+    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
+      return name.substr(0, name.size() - e.size());
+    }
+  }
+  return name;
+}
+
+std::vector<std::string> real_trace_paths() {
+  std::vector<std::filesystem::path> dirs;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(exe.parent_path() / ".." / ".." / "tests" / "data" / "real");
+  dirs.push_back(std::filesystem::current_path() / "tests" / "data" / "real");
+  for (const auto& dir : dirs) {
+    std::vector<std::string> found;
+    if (!std::filesystem::is_directory(dir, ec)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() && name.find(".trace") != std::string::npos) found.push_back(entry.path().string());
+    }
+    if (!found.empty()) {
+      std::sort(found.begin(), found.end());
+      return found;
+    }
+  }
+  std::string looked;
+  for (const auto& dir : dirs) looked += (looked.empty() ? "" : " and ") + dir.lexically_normal().string();
+  throw UsageError("--suite real: no *.trace* files in " + looked);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+const Trace& trace_of(Workload& w) {
+  std::call_once(w.once, [&w] {
+    try {
+      w.trace = w.load();
+    } catch (const std::exception& e) {
+      w.error = e.what();
+    }
+  });
+  if (!w.error.empty()) throw UsageError(w.name + ": " + w.error);
+  return w.trace;
+}
+
+// Runs task(i) for i in [0, n) on `jobs` threads; the first exception is rethrown.
+void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::size_t)>& task) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++) {
+      try {
+        task(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const unsigned count = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, jobs), std::max<std::size_t>(1, n)));
+  for (unsigned t = 1; t < count; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+std::string oom_cell(const SimResult& r, std::uint64_t capacity) {
+  if (r.oom) return "at event " + std::to_string(r.oom_event);
+  return capacity ? "no" : "-";
+}
+
+void print_table(const std::vector<SimResult>& results, std::uint64_t capacity) {
+  std::printf("%-22s %-18s %14s %14s %8s %12s %16s %12s %10s\n", "workload", "allocator", "peak alloc",
+              "peak reserved", "util", "waste", "OOM", "calls/iter", "time");
+  for (const SimResult& r : results) {
+    std::printf("%-22s %-18s %14s %14s %7.1f%% %12s %16s %12.1f %8.0fms\n", r.workload.c_str(), r.allocator.c_str(),
+                format_bytes(r.peak_allocated_bytes).c_str(), format_bytes(r.peak_reserved_bytes).c_str(),
+                r.utilization * 100.0, format_bytes(r.waste_bytes).c_str(), oom_cell(r, capacity).c_str(),
+                r.driver_calls_per_iteration, r.milliseconds);
+  }
+}
+
+void print_sweep(const std::vector<SweepResult>& sweep, std::uint64_t capacity) {
+  std::printf("\nlargest configuration without OOM under %s:\n", format_bytes(capacity).c_str());
+  std::printf("%-22s %-18s %6s %10s %14s %6s\n", "workload", "allocator", "param", "largest", "peak reserved", "runs");
+  for (const SweepResult& s : sweep) {
+    std::printf("%-22s %-18s %6s %10s %14s %6llu\n", s.workload.c_str(), s.allocator.c_str(),
+                std::string(sweep_parameter_name(s.parameter)).c_str(),
+                s.largest ? std::to_string(s.largest).c_str() : "none", format_bytes(s.peak_reserved_bytes).c_str(),
+                static_cast<unsigned long long>(s.runs));
+  }
+}
+
+void print_json(const std::vector<SimResult>& results, const std::vector<SweepResult>& sweep, bool swept) {
+  JsonWriter j(std::cout);
+  j.begin_object().key("results").begin_array();
+  for (const SimResult& r : results) {
+    j.begin_object()
+        .field("workload", r.workload)
+        .field("allocator", r.allocator)
+        .field("peak_allocated_bytes", r.peak_allocated_bytes)
+        .field("peak_reserved_bytes", r.peak_reserved_bytes)
+        .field("utilization", r.utilization)
+        .field("oom", r.oom);
+    j.key("oom_event");
+    if (r.oom) {
+      j.value(r.oom_event);
+    } else {
+      j.null();
+    }
+    j.field("waste_bytes", r.waste_bytes)
+        .field("driver_calls_per_iteration", r.driver_calls_per_iteration)
+        .field("milliseconds", r.milliseconds)
+        .end_object();
+  }
+  j.end_array().key("sweep");
+  if (!swept) {
+    j.null();
+  } else {
+    j.begin_array();
+    for (const SweepResult& s : sweep) {
+      j.begin_object()
+          .field("workload", s.workload)
+          .field("allocator", s.allocator)
+          .field("parameter", sweep_parameter_name(s.parameter))
+          .field("largest", s.largest)
+          .field("peak_reserved_bytes", s.peak_reserved_bytes)
+          .field("runs", s.runs)
+          .end_object();
+    }
+    j.end_array();
+  }
+  j.end_object();
+  std::cout << "\n";
+}
+
+int sim(const std::vector<std::string>& raw) {
+  const auto started = std::chrono::steady_clock::now();
+  Args args(raw);
+  std::string text;
+  ModelOptions options;
+  if (args.option("--capacity", &text)) {
+    const auto capacity = parse_bytes(text);
+    if (!capacity || *capacity == 0) throw UsageError("--capacity: expected a byte count above 0, got '" + text + "'");
+    options.capacity = *capacity;
+  }
+  args.option("--pytorch-conf", &options.pytorch_conf);
+  std::vector<std::string> allocators = allocator_model_names();
+  if (args.option("--allocators", &text)) {
+    allocators = split_list(text);
+    if (allocators.empty()) throw UsageError("--allocators: expected a comma-separated list of models");
+    const auto known = allocator_model_names();
+    for (const auto& a : allocators) {
+      if (std::find(known.begin(), known.end(), a) == known.end()) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        throw UsageError("--allocators: unknown model '" + a + "' (known: " + list + ")");
+      }
+    }
+  }
+  const bool json = args.flag("--json");
+  std::string report_dir;
+  const bool report = args.option("--report", &report_dir);
+  bool swept = false;
+  SweepParameter sweep_parameter = SweepParameter::MicroBatch;
+  if (args.option("--sweep", &text)) {
+    if (!parse_sweep_parameter(text, &sweep_parameter)) throw UsageError("--sweep: expected mbs or seq, got '" + text + "'");
+    if (options.capacity == 0) throw UsageError("--sweep needs --capacity");
+    swept = true;
+  }
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  if (args.option("--jobs", &text)) {
+    const auto n = parse_u64(text);
+    if (!n || *n == 0 || *n > 1024) throw UsageError("--jobs: expected a number of threads from 1 to 1024, got '" + text + "'");
+    jobs = static_cast<unsigned>(*n);
+  }
+  std::vector<std::string> preset_names = args.options("--preset");
+  std::string suite;
+  const bool has_suite = args.option("--suite", &suite);
+  const std::vector<std::string> files = args.positionals();
+
+  std::vector<std::unique_ptr<Workload>> workloads;
+  auto add_preset = [&](const std::string& name) {
+    auto w = std::make_unique<Workload>();
+    w->config = preset(name);  // throws for an unknown preset, listing the known ones
+    w->name = name;
+    w->generated = true;
+    w->load = [cfg = w->config] { return generate_trace(cfg); };
+    workloads.push_back(std::move(w));
+  };
+  auto add_file = [&](const std::string& path) {
+    auto w = std::make_unique<Workload>();
+    w->name = trace_stem(path);
+    w->load = [path] { return read_trace(path); };
+    workloads.push_back(std::move(w));
+  };
+  if (has_suite) {
+    if (suite == "default") {
+      for (const PresetInfo& p : presets()) {
+        if (p.name != "tiny") preset_names.push_back(p.name);
+      }
+    } else if (suite == "real") {
+      for (const std::string& path : real_trace_paths()) add_file(path);
+    } else {
+      throw UsageError("--suite: expected default or real, got '" + suite + "'");
+    }
+  }
+  for (const std::string& name : preset_names) add_preset(name);
+  for (const std::string& path : files) add_file(path);
+  if (workloads.empty()) throw UsageError("no workload: give trace files, --preset NAME or --suite default|real");
+  if (swept) {
+    for (const auto& w : workloads) {
+      if (!w->generated) throw UsageError("--sweep works on presets only ('" + w->name + "' is a trace file)");
+    }
+  }
+
+  // The traces are read first, so that a bad file is reported before any run starts.
+  parallel_for(workloads.size(), jobs, [&](std::size_t i) { trace_of(*workloads[i]); });
+
+  const std::size_t runs = workloads.size() * allocators.size();
+  std::vector<SimResult> results(runs);
+  std::atomic<std::size_t> done{0};
+  std::mutex progress;
+  const bool show_progress = runs > 1;
+  parallel_for(runs, jobs, [&](std::size_t i) {
+    Workload& w = *workloads[i / allocators.size()];
+    const std::string& allocator = allocators[i % allocators.size()];
+    results[i] = simulate(trace_of(w), w.name, allocator, options);
+    if (show_progress) {
+      std::lock_guard<std::mutex> lock(progress);
+      std::fprintf(stderr, "sim: [%zu/%zu] %s / %s: %.0f ms\n", ++done, runs, w.name.c_str(), allocator.c_str(),
+                   results[i].milliseconds);
+    }
+  });
+
+  std::vector<SweepResult> sweep;
+  if (swept) {
+    const std::size_t searches = workloads.size() * allocators.size();
+    sweep.resize(searches);
+    std::atomic<std::size_t> finished{0};
+    parallel_for(searches, jobs, [&](std::size_t i) {
+      const Workload& w = *workloads[i / allocators.size()];
+      sweep[i] = sweep_largest(w.config, sweep_parameter, allocators[i % allocators.size()], options);
+      std::lock_guard<std::mutex> lock(progress);
+      std::fprintf(stderr, "sim: sweep [%zu/%zu] %s / %s: %llu\n", ++finished, searches, w.name.c_str(),
+                   sweep[i].allocator.c_str(), static_cast<unsigned long long>(sweep[i].largest));
+    });
+  }
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (json) {
+    print_json(results, sweep, swept);
+  } else {
+    print_table(results, options.capacity);
+    if (swept) print_sweep(sweep, options.capacity);
+  }
+  if (report) {
+    ReportInput input;
+    input.command = "stalloc sim";
+    for (const auto& a : raw) input.command += " " + a;
+    input.capacity = options.capacity;
+    input.seconds = seconds;
+    input.results = std::move(results);
+    input.sweep = std::move(sweep);
+    const std::string path = write_html_report(report_dir, input);
+    std::fprintf(stderr, "sim: report written to %s\n", path.c_str());
+  }
+  std::fprintf(stderr, "sim: %zu runs in %.1f s\n", runs, seconds);
+  return 0;
+}
+
+}  // namespace
+
+STALLOC_COMMAND(Command{"sim", "compare allocator models on traces or presets (table, JSON, HTML report)", kUsage, sim});
+
+}  // namespace stalloc::cli
