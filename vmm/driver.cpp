@@ -1,5 +1,7 @@
 #include "vmm/driver.h"
 
+#include <cstring>
+
 namespace stalloc::vmm {
 
 std::string_view status_name(Status s) {
@@ -18,6 +20,18 @@ std::string_view status_name(Status s) {
     case Status::Unknown: return "CUDA_ERROR_UNKNOWN";
   }
   return "CUDA_ERROR_UNKNOWN";
+}
+
+Status Driver::write_bytes(DevicePtr dst, const void* src, std::size_t size) {
+  if (!host_accessible()) return Status::NotSupported;
+  std::memcpy(reinterpret_cast<void*>(dst), src, size);
+  return Status::Success;
+}
+
+Status Driver::read_bytes(void* dst, DevicePtr src, std::size_t size) {
+  if (!host_accessible()) return Status::NotSupported;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), size);
+  return Status::Success;
 }
 
 }  // namespace stalloc::vmm

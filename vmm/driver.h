@@ -56,6 +56,12 @@ struct DriverCounters {
   std::uint64_t live_mappings = 0;
   std::uint64_t chunk_bytes = 0;  // physical bytes currently created
   std::uint64_t peak_chunk_bytes = 0;
+  std::uint64_t event_creates = 0;
+  std::uint64_t event_destroys = 0;
+  std::uint64_t event_records = 0;
+  std::uint64_t event_queries = 0;
+  std::uint64_t stream_waits = 0;
+  std::uint64_t live_events = 0;
 };
 
 class Driver {
@@ -93,6 +99,12 @@ class Driver {
   // True when a DevicePtr can be read and written by the host (the host backend), so tests and
   // replay --verify can write and check data patterns.
   virtual bool host_accessible() const = 0;
+
+  // Synchronous copies between host memory and a range with ReadWrite access, so data patterns
+  // can be checked on every backend. The default copies directly when host_accessible(), and
+  // returns NotSupported otherwise.
+  virtual Status write_bytes(DevicePtr dst, const void* src, std::size_t size);
+  virtual Status read_bytes(void* dst, DevicePtr src, std::size_t size);
 
   virtual DriverCounters counters() const = 0;
 };

@@ -1,0 +1,152 @@
+// Cost per chunk of each VMM call (create, map, set_access, unmap, release) on each backend.
+// Every iteration takes a batch of chunks through the whole life cycle and times one step of it
+// over the batch; the reported time is that step's time divided by the chunks (manual time, so
+// the other steps do not count). Chunks are the driver's granularity (2 MiB on current
+// GPUs and by default on the host), the unit of the published A100 figures.
+//
+// bin/bench_vmm --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+// The cuda benchmarks skip with an error when no CUDA driver or device is present.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vmm/driver_factory.h"
+#include "vmm/va_reservation.h"
+
+namespace stalloc::vmm {
+namespace {
+
+constexpr std::size_t kBatch = 64;
+constexpr benchmark::IterationCount kIterations = 100;
+
+enum class Step { Create, Map, SetAccess, Unmap, Release };
+
+// One driver per backend for the whole run (a CUDA context is slow to make).
+Driver* driver_for(const std::string& backend, std::string* why) {
+  static std::map<std::string, std::unique_ptr<Driver>> drivers;
+  static std::map<std::string, std::string> failures;
+  if (auto it = drivers.find(backend); it != drivers.end()) return it->second.get();
+  if (auto it = failures.find(backend); it != failures.end()) {
+    *why = it->second;
+    return nullptr;
+  }
+  try {
+    return (drivers[backend] = make_driver(backend)).get();
+  } catch (const DriverUnavailable& e) {
+    *why = failures[backend] = e.what();
+    return nullptr;
+  }
+}
+
+class StepTimer {
+ public:
+  StepTimer(Step measured, Step step) : active_(measured == step) {
+    if (active_) start_ = std::chrono::steady_clock::now();
+  }
+  StepTimer(const StepTimer&) = delete;
+  StepTimer& operator=(const StepTimer&) = delete;
+  double seconds() const {
+    if (!active_) return 0;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  bool active_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+bool ok(benchmark::State& state, Status s, const char* call) {
+  if (s == Status::Success) return true;
+  state.SkipWithError((std::string(call) + " failed: " + std::string(status_name(s))).c_str());
+  return false;
+}
+
+// The whole life cycle of one batch; returns the seconds spent in `measured`, or -1 on failure.
+double cycle(benchmark::State& state, Driver& driver, DevicePtr base, std::size_t g,
+             Step measured) {
+  std::vector<ChunkHandle> chunks(kBatch);
+  double seconds = 0;
+  {
+    StepTimer t(measured, Step::Create);
+    for (auto& c : chunks) {
+      if (!ok(state, driver.create(&c, g), "create")) return -1;
+    }
+    seconds += t.seconds();
+  }
+  {
+    StepTimer t(measured, Step::Map);
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      if (!ok(state, driver.map(base + i * g, g, 0, chunks[i]), "map")) return -1;
+    }
+    seconds += t.seconds();
+  }
+  {
+    StepTimer t(measured, Step::SetAccess);
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      if (!ok(state, driver.set_access(base + i * g, g, Access::ReadWrite), "set_access")) {
+        return -1;
+      }
+    }
+    seconds += t.seconds();
+  }
+  {
+    StepTimer t(measured, Step::Unmap);
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      if (!ok(state, driver.unmap(base + i * g, g), "unmap")) return -1;
+    }
+    seconds += t.seconds();
+  }
+  {
+    StepTimer t(measured, Step::Release);
+    for (auto c : chunks) {
+      if (!ok(state, driver.release(c), "release")) return -1;
+    }
+    seconds += t.seconds();
+  }
+  return seconds;
+}
+
+void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
+  std::string why;
+  Driver* driver = driver_for(backend, &why);
+  if (driver == nullptr) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  std::size_t g = 0;
+  if (!ok(state, driver->granularity(&g), "granularity")) return;
+  VaReservation range;
+  if (!ok(state, VaReservation::reserve(*driver, kBatch * g, 0, &range), "reserve")) return;
+  for (auto _ : state) {
+    const double seconds = cycle(state, *driver, range.base(), g, step);
+    if (seconds < 0) break;
+    state.SetIterationTime(seconds / static_cast<double>(kBatch));
+  }
+  state.counters["chunk_bytes"] = static_cast<double>(g);
+}
+
+#define STALLOC_VMM_BENCH(step_name, step, backend)                                    \
+  BENCHMARK_CAPTURE(BM_VmmCall, step_name/backend, #backend, step)                     \
+      ->UseManualTime()                                                                \
+      ->Iterations(kIterations)                                                        \
+      ->Unit(benchmark::kMicrosecond)
+
+STALLOC_VMM_BENCH(create, Step::Create, host);
+STALLOC_VMM_BENCH(map, Step::Map, host);
+STALLOC_VMM_BENCH(set_access, Step::SetAccess, host);
+STALLOC_VMM_BENCH(unmap, Step::Unmap, host);
+STALLOC_VMM_BENCH(release, Step::Release, host);
+STALLOC_VMM_BENCH(create, Step::Create, cuda);
+STALLOC_VMM_BENCH(map, Step::Map, cuda);
+STALLOC_VMM_BENCH(set_access, Step::SetAccess, cuda);
+STALLOC_VMM_BENCH(unmap, Step::Unmap, cuda);
+STALLOC_VMM_BENCH(release, Step::Release, cuda);
+
+}  // namespace
+}  // namespace stalloc::vmm
+
+BENCHMARK_MAIN();

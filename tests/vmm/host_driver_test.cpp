@@ -1,0 +1,205 @@
+// Rules only the host backend can show: page protection before and after set_access, its
+// limits (max_mappings, max_bytes), and its bookkeeping of released-but-mapped chunks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "tests/vmm/vmm_test_support.h"
+#include "vmm/chunk_pool.h"
+#include "vmm/driver_factory.h"
+#include "vmm/host_driver.h"
+#include "vmm/mapping.h"
+#include "vmm/physical_chunk.h"
+#include "vmm/va_reservation.h"
+#include "vmm/vmm_error.h"
+
+namespace stalloc::vmm {
+namespace {
+
+using testing::kHostTestGranularity;
+using testing::protection_of;
+
+constexpr std::size_t G = kHostTestGranularity;
+
+std::unique_ptr<Driver> host(std::size_t max_mappings = 0, std::size_t max_bytes = 0) {
+  HostDriverOptions options;
+  options.granularity = G;
+  options.max_mappings = max_mappings;
+  options.max_bytes = max_bytes;
+  return make_host_driver(options);
+}
+
+TEST(HostDriver, RangeIsInaccessibleUntilSetAccess) {
+  auto driver = host();
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver, 2 * G, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 4 * G, 0, &range), Status::Success);
+  EXPECT_EQ(protection_of(range.base()), "---p") << "a reservation is a placeholder";
+
+  Mapping mapping;
+  ASSERT_EQ(Mapping::map(*driver, range.base() + G, 2 * G, 0, chunk.handle(), &mapping),
+            Status::Success);
+  EXPECT_EQ(protection_of(mapping.ptr()), "---s") << "mapped, but no access granted yet";
+  EXPECT_EQ(protection_of(mapping.ptr() + G), "---s");
+  EXPECT_EQ(protection_of(range.base()), "---p");
+
+  ASSERT_EQ(mapping.set_access(Access::Read), Status::Success);
+  EXPECT_EQ(protection_of(mapping.ptr()), "r--s");
+  ASSERT_EQ(mapping.set_access(Access::ReadWrite), Status::Success);
+  EXPECT_EQ(protection_of(mapping.ptr() + G), "rw-s");
+
+  ASSERT_EQ(mapping.reset(), Status::Success);
+  EXPECT_EQ(protection_of(range.base() + G), "---p") << "unmap puts the placeholder back";
+  ASSERT_EQ(range.reset(), Status::Success);
+  EXPECT_EQ(protection_of(range.base()), "");
+}
+
+TEST(HostDriver, SetAccessNeedsWholeMappedRanges) {
+  auto driver = host();
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver, 2 * G, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 4 * G, 0, &range), Status::Success);
+  Mapping a;
+  Mapping b;
+  ASSERT_EQ(Mapping::map(*driver, range.base(), 2 * G, 0, chunk.handle(), &a), Status::Success);
+  ASSERT_EQ(Mapping::map(*driver, range.base() + 2 * G, G, 0, chunk.handle(), &b),
+            Status::Success);
+  EXPECT_EQ(driver->set_access(range.base(), 4 * G, Access::ReadWrite), Status::InvalidValue)
+      << "the last granule is not mapped";
+  EXPECT_EQ(driver->set_access(range.base(), G, Access::ReadWrite), Status::InvalidValue)
+      << "half of a mapping";
+  EXPECT_EQ(driver->set_access(range.base(), 3 * G, Access::ReadWrite), Status::Success)
+      << "two mappings back to back";
+  EXPECT_EQ(driver->counters().set_accesses, 1u);
+}
+
+TEST(HostDriver, MapOntoMappedPagesIsRefused) {
+  auto driver = host();
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver, 2 * G, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 4 * G, 0, &range), Status::Success);
+  Mapping mapping;
+  ASSERT_EQ(Mapping::map(*driver, range.base() + G, 2 * G, 0, chunk.handle(), &mapping),
+            Status::Success);
+  EXPECT_EQ(driver->map(range.base(), 2 * G, 0, chunk.handle()), Status::InvalidValue);
+  EXPECT_EQ(driver->map(range.base() + 2 * G, 2 * G, 0, chunk.handle()), Status::InvalidValue);
+  EXPECT_EQ(driver->free_reservation(range.base(), range.size()), Status::InvalidValue)
+      << "a mapping is still inside";
+  EXPECT_EQ(driver->map(range.base(), G, G, chunk.handle()), Status::Success);
+  EXPECT_EQ(driver->unmap(range.base(), G), Status::Success);
+}
+
+TEST(HostDriver, MaxMappingsReturnsOutOfMemory) {
+  auto driver = host(3);
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver, G, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 4 * G, 0, &range), Status::Success);
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(driver->map(range.base() + i * G, G, 0, chunk.handle()), Status::Success);
+  }
+  EXPECT_EQ(driver->map(range.base() + 3 * G, G, 0, chunk.handle()), Status::OutOfMemory);
+  EXPECT_EQ(driver->counters().live_mappings, 3u);
+  ASSERT_EQ(driver->unmap(range.base(), G), Status::Success);
+  EXPECT_EQ(driver->map(range.base() + 3 * G, G, 0, chunk.handle()), Status::Success);
+  for (std::size_t i = 1; i < 4; ++i) {
+    ASSERT_EQ(driver->unmap(range.base() + i * G, G), Status::Success);
+  }
+}
+
+TEST(HostDriver, MaxBytesReturnsOutOfMemoryAndChunkPoolCleansUp) {
+  auto driver = host(0, 3 * G);
+  EXPECT_THROW(
+      {
+        try {
+          ChunkPool pool(*driver, 4);
+        } catch (const VmmError& e) {
+          EXPECT_EQ(e.status(), Status::OutOfMemory);
+          throw;
+        }
+      },
+      VmmError);
+  EXPECT_EQ(driver->counters().live_chunks, 0u);
+  EXPECT_EQ(driver->counters().chunk_bytes, 0u);
+  EXPECT_EQ(driver->counters().peak_chunk_bytes, 3 * G);
+  ChunkPool pool(*driver, 3);
+  EXPECT_EQ(pool.created(), 3u);
+}
+
+TEST(HostDriver, ReleasedChunkStaysUntilItsLastMappingGoes) {
+  auto driver = host();
+  ChunkHandle handle = 0;
+  ASSERT_EQ(driver->create(&handle, G), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 2 * G, 0, &range), Status::Success);
+  ASSERT_EQ(driver->map(range.base(), G, 0, handle), Status::Success);
+  ASSERT_EQ(driver->map(range.base() + G, G, 0, handle), Status::Success);
+  ASSERT_EQ(driver->release(handle), Status::Success);
+  EXPECT_EQ(driver->map(range.base(), G, 0, handle), Status::InvalidHandle);
+  EXPECT_EQ(driver->counters().live_chunks, 1u);
+  ASSERT_EQ(driver->unmap(range.base(), G), Status::Success);
+  EXPECT_EQ(driver->counters().chunk_bytes, G);
+  ASSERT_EQ(driver->unmap(range.base() + G, G), Status::Success);
+  EXPECT_EQ(driver->counters().live_chunks, 0u);
+  EXPECT_EQ(driver->counters().chunk_bytes, 0u);
+}
+
+TEST(HostDriver, LargeReservationsCostNoMemory) {
+  auto driver = host();
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, std::size_t{1} << 40, std::size_t{1} << 30, &range),
+            Status::Success);
+  EXPECT_EQ(range.base() % (std::size_t{1} << 30), 0u) << "alignment honoured";
+  ChunkHandle handle = 0;
+  ASSERT_EQ(driver->create(&handle, std::size_t{64} << 30), Status::Success) << "memfd is lazy";
+  ASSERT_EQ(driver->map(range.base(), std::size_t{64} << 30, 0, handle), Status::Success);
+  ASSERT_EQ(driver->set_access(range.base(), std::size_t{64} << 30, Access::ReadWrite),
+            Status::Success);
+  std::memset(reinterpret_cast<void*>(range.base() + (std::size_t{32} << 30)), 7, 4096);
+  ASSERT_EQ(driver->unmap(range.base(), std::size_t{64} << 30), Status::Success);
+  ASSERT_EQ(driver->release(handle), Status::Success);
+}
+
+TEST(HostDriver, BadOptionsAndAlignmentsAreRefused) {
+  HostDriverOptions options;
+  options.granularity = 3 * 4096;
+  EXPECT_THROW(make_host_driver(options), DriverUnavailable);
+  options.granularity = 512;
+  EXPECT_THROW(make_host_driver(options), DriverUnavailable);
+  auto driver = host();
+  DevicePtr ptr = 0;
+  EXPECT_EQ(driver->reserve(&ptr, G, 3 * G), Status::InvalidValue);
+  EXPECT_EQ(driver->reserve(&ptr, 0), Status::InvalidValue);
+  EXPECT_EQ(driver->create(nullptr, G), Status::InvalidValue);
+}
+
+TEST(HostDriver, DestructionCleansUpWhatWasLeaked) {
+  auto driver = host();
+  ChunkHandle handle = 0;
+  DevicePtr ptr = 0;
+  ASSERT_EQ(driver->create(&handle, G), Status::Success);
+  ASSERT_EQ(driver->reserve(&ptr, 2 * G), Status::Success);
+  ASSERT_EQ(driver->map(ptr, G, 0, handle), Status::Success);
+  driver.reset();
+  EXPECT_EQ(protection_of(ptr), "");
+}
+
+TEST(DriverFactory, NamesBackends) {
+  EXPECT_EQ(make_driver("host")->name(), "host");
+  const auto automatic = make_driver("auto");
+  EXPECT_TRUE(automatic->name() == "host" || automatic->name() == "cuda");
+  EXPECT_THROW(make_driver("tpu"), UsageError);
+  try {
+    make_driver("cuda");
+  } catch (const DriverUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend host"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stalloc::vmm

@@ -1,0 +1,54 @@
+#include "tests/vmm/vmm_test_support.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "vmm/driver_factory.h"
+#include "vmm/host_driver.h"
+
+namespace stalloc::vmm::testing {
+
+std::unique_ptr<Driver> make_test_driver(const std::string& backend, std::string* why) {
+  HostDriverOptions options;
+  options.granularity = kHostTestGranularity;
+  try {
+    return make_driver(backend, options);
+  } catch (const DriverUnavailable& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+bool cuda_required() {
+  const char* value = std::getenv("STALLOC_REQUIRE_CUDA");
+  return value != nullptr && std::string(value) == "1";
+}
+
+std::vector<std::uint8_t> pattern(std::size_t size, std::uint32_t seed) {
+  std::vector<std::uint8_t> bytes(size);
+  std::uint32_t state = seed * 2654435761u + 1;
+  for (auto& b : bytes) {
+    state = state * 1664525u + 1013904223u;
+    b = static_cast<std::uint8_t>(state >> 24);
+  }
+  return bytes;
+}
+
+std::string protection_of(std::uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range;
+    std::string perms;
+    fields >> range >> perms;
+    const auto dash = range.find('-');
+    const std::uintptr_t start = std::stoull(range.substr(0, dash), nullptr, 16);
+    const std::uintptr_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (address >= start && address < end) return perms;
+  }
+  return "";
+}
+
+}  // namespace stalloc::vmm::testing

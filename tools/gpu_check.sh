@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, in one run of under 8 minutes on the device machine (CUDA 13, CMake,
+# ninja, PyTorch; no GoogleTest, no Google Benchmark, no network). Prepare here first with
+# tools/gpu_prepare.sh, then: run(command="bash tools/gpu_check.sh", carry=[".device"]).
+#
+# Everything lands in ${OUT:-/tmp/gpu_check}/ (at most 8 files come back from a device run):
+#   summary.log   each section's result, environment, vmm-demo output
+#   build.log     configure and build output
+#   vmm_tests.log the VMM conformance suite with STALLOC_REQUIRE_CUDA=1 (cuda must run)
+#   bench_vmm.txt / bench_vmm.json   cost per chunk of each VMM call on the cuda backend
+# Exit status: the number of failed sections (0: all passed).
+#
+# Sections are independent: one that fails is recorded and the next runs. Later checks add a
+# section below the last one, using section/fail/pass and the time budget.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-/tmp/gpu_check}
+build=${STALLOC_GPU_BUILD:-/tmp/stalloc-gpu-build}
+device_deps=$root/.device
+mkdir -p "$out"
+summary=$out/summary.log
+: >"$summary"
+failures=0
+started=$(date +%s)
+
+log() { echo "$*" | tee -a "$summary"; }
+section() { log ""; log "== $* (t=$(($(date +%s) - started))s)"; }
+fail() { log "FAIL: $*"; failures=$((failures + 1)); }
+pass() { log "PASS: $*"; }
+
+# ---------------------------------------------------------------------------------------------
+section "environment"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  echo "max_map_count=$(cat /proc/sys/vm/max_map_count)"
+  cmake --version | head -1
+  ls /usr/local/cuda/include/cuda.h 2>&1
+  nproc
+} | tee -a "$summary"
+
+# ---------------------------------------------------------------------------------------------
+section "build (CUDA backend compiled in)"
+# Warnings are CI's business: another compiler's new warning must not stop a GPU check.
+configure=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTALLOC_WERROR=OFF)
+command -v ccache >/dev/null && configure+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if [[ -f $device_deps/googletest/CMakeLists.txt ]]; then
+  configure+=(-DSTALLOC_GTEST_SOURCE="$device_deps/googletest")
+else
+  log "no .device/googletest: run tools/gpu_prepare.sh here and carry .device"
+fi
+benchmark_dir=$(find "$device_deps/benchmark" -name benchmarkConfig.cmake -printf '%h\n' 2>/dev/null | head -1)
+[[ -n $benchmark_dir ]] && configure+=(-Dbenchmark_DIR="$benchmark_dir")
+targets=(stalloc vmm_tests)
+[[ -n $benchmark_dir ]] && targets+=(bench_vmm)
+if cmake "${configure[@]}" >"$out/build.log" 2>&1 &&
+  timeout 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >>"$out/build.log" 2>&1; then
+  if grep -q "CUDA VMM backend compiled in" "$out/build.log"; then
+    pass "built ${targets[*]} in $build"
+  else
+    fail "cuda.h not found: the CUDA backend is compiled out (see build.log)"
+  fi
+else
+  fail "build (tail of build.log follows)"
+  tail -30 "$out/build.log" | tee -a "$summary"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "VMM conformance suite, cuda instance required"
+if [[ -x $build/bin/vmm_tests ]]; then
+  STALLOC_REQUIRE_CUDA=1 timeout 120 "$build/bin/vmm_tests" >"$out/vmm_tests.log" 2>&1
+  rc=$?
+  cuda_ok=$(grep -c '^\[       OK \] .*/cuda ' "$out/vmm_tests.log")
+  cuda_skipped=$(grep -c '^\[  SKIPPED \] .*/cuda' "$out/vmm_tests.log")
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/vmm_tests.log" | tee -a "$summary"
+  if ((rc == 0 && cuda_ok > 0 && cuda_skipped == 0)); then
+    pass "vmm_tests: $cuda_ok cuda cases passed"
+  else
+    fail "vmm_tests: exit $rc, $cuda_ok cuda cases passed, $cuda_skipped skipped"
+  fi
+else
+  fail "vmm_tests was not built"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "stalloc vmm-demo --backend cuda"
+if [[ -x $build/bin/stalloc ]] && timeout 60 "$build/bin/stalloc" vmm-demo --backend cuda >>"$summary" 2>&1; then
+  pass "vmm-demo on cuda"
+else
+  fail "vmm-demo on cuda"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "VMM call costs on the cuda backend (bench_vmm, 3 repetitions)"
+if [[ -x $build/bin/bench_vmm ]]; then
+  timeout 240 "$build/bin/bench_vmm" --benchmark_filter='/cuda/' --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="$out/bench_vmm.json" \
+    --benchmark_out_format=json >"$out/bench_vmm.txt" 2>&1
+  rc=$?
+  grep -E 'median|ERROR' "$out/bench_vmm.txt" | tee -a "$summary"
+  if ((rc == 0)) && ! grep -q 'ERROR OCCURRED' "$out/bench_vmm.txt"; then
+    pass "bench_vmm cuda"
+  else
+    fail "bench_vmm cuda: exit $rc (see bench_vmm.txt)"
+  fi
+else
+  fail "bench_vmm was not built (no Google Benchmark in .device/benchmark?)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "done: $failures failed section(s)"
+exit "$failures"
