@@ -7,7 +7,9 @@
 #   summary.log   each section's result, environment, vmm-demo output
 #   build.log     configure and build output
 #   vmm_tests.log the VMM conformance suite with STALLOC_REQUIRE_CUDA=1 (cuda must run)
-#   bench_vmm.txt / bench_vmm.json   cost per chunk of each VMM call on the cuda backend
+#   bench_vmm.txt                    cost per chunk of each VMM call on the cuda backend
+#   replay_cuda.json                 a generator preset replayed through the runtime on the GPU
+#   torch_{default,expandable,stalloc}.json  peak reserved/allocated, utilization, iteration time
 # Exit status: the number of failed sections (0: all passed).
 #
 # Sections are independent: one that fails is recorded and the next runs. Later checks add a
@@ -50,7 +52,7 @@ else
 fi
 benchmark_dir=$(find "$device_deps/benchmark" -name benchmarkConfig.cmake -printf '%h\n' 2>/dev/null | head -1)
 [[ -n $benchmark_dir ]] && configure+=(-Dbenchmark_DIR="$benchmark_dir")
-targets=(stalloc vmm_tests)
+targets=(stalloc vmm_tests stalloc_torch)
 [[ -n $benchmark_dir ]] && targets+=(bench_vmm)
 if cmake "${configure[@]}" >"$out/build.log" 2>&1 &&
   timeout 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >>"$out/build.log" 2>&1; then
@@ -93,8 +95,7 @@ fi
 section "VMM call costs on the cuda backend (bench_vmm, 3 repetitions)"
 if [[ -x $build/bin/bench_vmm ]]; then
   timeout 240 "$build/bin/bench_vmm" --benchmark_filter='/cuda/' --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true --benchmark_out="$out/bench_vmm.json" \
-    --benchmark_out_format=json >"$out/bench_vmm.txt" 2>&1
+    --benchmark_report_aggregates_only=true >"$out/bench_vmm.txt" 2>&1
   rc=$?
   grep -E 'median|ERROR' "$out/bench_vmm.txt" | tee -a "$summary"
   if ((rc == 0)) && ! grep -q 'ERROR OCCURRED' "$out/bench_vmm.txt"; then
@@ -104,6 +105,37 @@ if [[ -x $build/bin/bench_vmm ]]; then
   fi
 else
   fail "bench_vmm was not built (no Google Benchmark in .device/benchmark?)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "replay a generator preset through the runtime on the cuda backend"
+if [[ -x $build/bin/stalloc ]]; then
+  "$build/bin/stalloc" gen --preset llama7b-tp2pp2-r -o /tmp/stalloc-preset.trace >>"$summary" 2>&1
+  if timeout 240 "$build/bin/stalloc" replay /tmp/stalloc-preset.trace --backend cuda --verify --json \
+    >"$out/replay_cuda.json" 2>>"$summary"; then
+    tee -a "$summary" <"$out/replay_cuda.json"
+    pass "replay on cuda"
+  else
+    fail "replay on cuda (see summary.log)"
+  fi
+else
+  fail "stalloc was not built"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "PyTorch training: default allocator, expandable segments, stalloc"
+# Each allocator in its own process: PyTorch fixes its allocator before the first CUDA tensor.
+if [[ -f $build/lib/libstalloc_torch.so ]] && python3 -c "import torch; assert torch.cuda.is_available()" 2>>"$summary"; then
+  for allocator in default expandable stalloc; do
+    if STALLOC_LIBRARY=$build/lib/libstalloc_torch.so timeout 150 python3 "$root/tools/gpu_torch_compare.py" \
+      --allocator "$allocator" --json "$out/torch_$allocator.json" >>"$summary" 2>&1; then
+      pass "torch training under $allocator"
+    else
+      fail "torch training under $allocator"
+    fi
+  done
+else
+  fail "no libstalloc_torch.so or no CUDA-enabled torch"
 fi
 
 # ---------------------------------------------------------------------------------------------
