@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "planner/dsa.h"
@@ -40,6 +41,17 @@ struct TraceSignature {
 
 // Signature of one iteration of a trace.
 TraceSignature signature_of(const Trace& trace, std::uint32_t iteration);
+
+// Where a static slot's tail (size mod G) goes in the shared arena, so that the slot's private
+// chunks can be spliced in at a chunk boundary inside the tail's arena interval
+// (docs/planner.md, "Physical-chunk planner").
+enum class RemainderPlacement : std::uint8_t {
+  Auto,     // plan both ways, keep the plan with fewer chunks
+  Widened,  // the tail takes one chunk more (r + G bytes) and the slot one private chunk less
+  Aligned,  // the tail starts on a chunk boundary
+};
+
+std::string_view remainder_placement_name(RemainderPlacement r);  // "auto", "widened", "aligned"
 
 enum class SlotKind : std::uint8_t {
   Static,   // same size every iteration: planned chunks
@@ -72,17 +84,27 @@ struct ChunkPlan {
   std::vector<PlannedSlot> slots;    // by ordinal
 
   // Derived figures, filled by the planner and recomputed by the validator.
-  std::uint64_t lower_bound_bytes = 0;     // peak live bytes of the iteration's slots
+  std::uint64_t lower_bound_bytes = 0;     // peak live bytes of the non-dynamic slots
   std::uint64_t mappings = 0;              // chunk mappings live at once (alias: all of them)
   std::uint64_t vmm_ops_per_iteration = 0; // map + unmap + set-access calls per steady iteration
+  std::uint64_t dynamic_peak_bytes = 0;    // peak live bytes of Dynamic slots (not in num_chunks)
+  RemainderPlacement remainder = RemainderPlacement::Widened;  // how tails were placed
 };
+
+// lower_bound_bytes / (num_chunks * granularity); 1 for an empty plan.
+double plan_utilization(const ChunkPlan& plan);
 
 struct PlanOptions {
   PlanMode mode = PlanMode::Alias;
   std::uint64_t granularity = 2ull << 20;
   std::uint64_t small_threshold = 0;  // 0: G, i.e. anything smaller than a chunk is small
   std::uint32_t windows = 8;
-  DsaOptions dsa;
+  std::uint64_t alignment = 512;  // tensor start alignment inside the arena (a power of two)
+  // Widened measured best, or within one chunk, on the presets (docs/planner.md); Auto plans
+  // twice and keeps the better.
+  RemainderPlacement remainder = RemainderPlacement::Widened;
+  // The arena is cut into chunks and recoloured, so a long offset search buys little there.
+  DsaOptions dsa{.time_limit_seconds = 0.05, .seed = 1, .parallel = true};
 };
 
 // Plans one iteration of a trace. Throws UsageError when the iteration does not exist or the

@@ -31,11 +31,11 @@ struct DsaOptions {
 };
 
 struct DsaSolution {
-  std::vector<std::uint64_t> offsets;  // parallel to problem.buffers
-  std::uint64_t peak_bytes = 0;        // max over buffers of offset + size
-  std::uint64_t lower_bound_bytes = 0; // max over time of live bytes
-  bool within_capacity = true;         // peak <= capacity (true when capacity is 0)
-  std::string strategy;                // which heuristic or search produced it
+  std::vector<std::uint64_t> offsets;   // parallel to problem.buffers
+  std::uint64_t peak_bytes = 0;         // max over buffers of offset + size
+  std::uint64_t lower_bound_bytes = 0;  // max over time of live bytes
+  bool within_capacity = true;          // peak <= capacity (true when capacity is 0)
+  std::string strategy;                 // which heuristic or search produced it
   double milliseconds = 0;
 };
 

@@ -53,9 +53,14 @@ struct GeneratorConfig {
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool comm_stream = false;  // pipeline receive buffers on stream 1 instead of the default stream
-  // Adam's exp_avg and exp_avg_sq made at the first optimizer step (as Apex/PyTorch Adam do)
-  // instead of with the other persistent state at the start of iteration 0.
-  bool lazy_adam_state = false;
+  // Adam's exp_avg and exp_avg_sq made at the first optimizer step, as Apex's, Transformer
+  // Engine's and PyTorch's Adam initialise their state; off: with the main parameters before
+  // iteration 0.
+  bool lazy_adam_state = true;
+  // Megatron DDP's gradient bucket size in elements: 0 is one bucket per buffer (Megatron without
+  // --overlap-grad-reduce); with it Megatron uses max(40M, 1M * dp). The distributed optimizer
+  // gives each data-parallel rank 1/dp of every bucket.
+  std::uint64_t grad_bucket_elems = 0;
 
   // Memory-saving techniques.
   RecomputeKind recompute = RecomputeKind::None;

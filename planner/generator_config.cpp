@@ -129,6 +129,7 @@ const std::vector<Field>& fields() {
       STALLOC_BOOL_FIELD("distributed-optimizer", distributed_optimizer),
       STALLOC_BOOL_FIELD("comm-stream", comm_stream),
       STALLOC_BOOL_FIELD("lazy-adam-state", lazy_adam_state),
+      STALLOC_U64_FIELD("grad-bucket-elems", grad_bucket_elems),
       Field{"recompute",
             [](GeneratorConfig& c, std::string_view v) {
               if (v == "none") c.recompute = RecomputeKind::None;

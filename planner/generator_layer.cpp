@@ -70,16 +70,19 @@ ParamSizes::ParamSizes(const GeneratorConfig& cfg) {
   output = cfg.vocab / t * h;
 }
 
-std::vector<std::uint64_t> ParamSizes::layer_tensors() const {
-  std::vector<std::uint64_t> out = {norm, norm_b, qkv_w, qkv_b, proj_w, proj_b, norm, norm_b};
+std::vector<ParamTensor> ParamSizes::layer_tensors() const {
+  const bool no_decay = false;
+  std::vector<ParamTensor> out = {{norm, no_decay},  {norm_b, no_decay}, {qkv_w, true},
+                                  {qkv_b, no_decay}, {proj_w, true},     {proj_b, no_decay},
+                                  {norm, no_decay},  {norm_b, no_decay}};
   if (local_experts == 0) {
-    out.insert(out.end(), {fc1_w, fc1_b, fc2_w, fc2_b});
+    out.insert(out.end(), {{fc1_w, true}, {fc1_b, no_decay}, {fc2_w, true}, {fc2_b, no_decay}});
   } else {
-    out.push_back(router_w);
-    for (std::uint64_t e = 0; e < local_experts; ++e) out.insert(out.end(), {expert_fc1_w, expert_fc2_w});
-    out.insert(out.end(), {shared_fc1_w, shared_fc2_w});
+    out.push_back({router_w, true});
+    for (std::uint64_t e = 0; e < local_experts; ++e) out.insert(out.end(), {{expert_fc1_w, true}, {expert_fc2_w, true}});
+    out.insert(out.end(), {{shared_fc1_w, true}, {shared_fc2_w, true}});
   }
-  std::erase(out, 0);
+  std::erase_if(out, [](const ParamTensor& p) { return p.numel == 0; });
   return out;
 }
 

@@ -38,6 +38,13 @@ struct Dims {
   std::uint64_t logits = 0;       // [s, b, V/t] bf16
 };
 
+// One parameter tensor: its elements, and whether the optimizer applies weight decay to it
+// (Megatron's _get_param_groups exempts biases and 1-D tensors such as norm weights).
+struct ParamTensor {
+  std::uint64_t numel = 0;
+  bool decay = true;
+};
+
 // Parameter sizes of this rank, in elements.
 struct ParamSizes {
   explicit ParamSizes(const GeneratorConfig& cfg);
@@ -47,7 +54,7 @@ struct ParamSizes {
   std::uint64_t local_experts = 0;
   std::uint64_t embedding = 0, output = 0;
   // Every parameter tensor of one transformer layer, in model construction order.
-  std::vector<std::uint64_t> layer_tensors() const;
+  std::vector<ParamTensor> layer_tensors() const;
 };
 
 struct AttentionCore {
@@ -109,7 +116,8 @@ class ModelEmitter {
  public:
   ModelEmitter(const GeneratorConfig& cfg, TraceBuilder& builder);
 
-  // Model weights, gradient buffers and optimizer state: allocated once, never freed.
+  // Model weights, gradient buffers and the optimizer's fp32 main parameters: allocated once,
+  // never freed (Adam's moments follow at the first optimizer step unless made eagerly).
   void persistent_allocations();
   void begin_iteration(std::uint32_t iteration, std::uint64_t seq);
   const Dims& dims() const { return d_; }
@@ -126,8 +134,12 @@ class ModelEmitter {
   void optimizer_step();
 
  private:
-  // Allocates `copies` fp32 tensors of the optimizer's shape (never freed).
-  void optimizer_state(int copies);
+  // Megatron DDP's buffers for one model chunk; returns the optimizer's shards of its parameters
+  // (params given in construction order).
+  std::vector<ParamTensor> ddp_buffers(std::vector<Tensor>& weights, const std::vector<ParamTensor>& params);
+  // Adam's exp_avg and exp_avg_sq, one pair per optimizer parameter, as FusedAdam's state
+  // initialisation makes them (never freed).
+  void adam_moments();
   // One transformer layer. grad = false runs it as under torch.no_grad (the first pass of a
   // fully recomputed layer): every activation is freed once the forward no longer needs it.
   LayerSaved layer_forward(Tensor x, bool owns_input, std::int32_t layer, bool grad, Tensor* out);
@@ -169,7 +181,7 @@ class ModelEmitter {
   Dims d_;
   std::uint32_t iteration_ = 0;
   std::uint64_t layers_per_chunk_ = 0;
-  std::vector<std::uint64_t> optimizer_numels_;  // elements of each optimizer tensor
+  std::vector<std::uint64_t> optimizer_numels_;  // elements of each optimizer parameter, in step order
   Tensor gather_buffer_ = 0;
   std::uint64_t gather_capacity_ = 0;
 };

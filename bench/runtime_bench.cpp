@@ -1,0 +1,92 @@
+// Cost of the runtime allocator's entry points on the host backend: a planned malloc+free pair
+// (the steady-state path: the target is a median <= 100 ns), the same pair on the dynamic path
+// (no plan: chunk cache + map), and on the slab (small requests without a plan).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <vector>
+
+#include "src/allocator.h"
+#include "vmm/host_driver.h"
+
+namespace {
+
+using stalloc::Runtime;
+using stalloc::RuntimeConfig;
+
+constexpr std::uint64_t kG = 2ull << 20;
+constexpr int kPairsPerIteration = 256;
+
+std::uint64_t size_of_pair(int i) { return kG + 4096 * static_cast<std::uint64_t>(i % 8); }
+
+struct Fixture {
+  std::unique_ptr<stalloc::vmm::Driver> driver;
+  std::unique_ptr<Runtime> runtime;
+};
+
+// One iteration = kPairsPerIteration malloc/free pairs of a few sizes; after two profiling
+// iterations the plan is installed and every pair is served from its slot.
+Fixture make_fixture(bool planned, std::uint64_t small) {
+  Fixture f;
+  stalloc::vmm::HostDriverOptions o;
+  o.granularity = kG;
+  f.driver = stalloc::vmm::make_host_driver(o);
+  RuntimeConfig c = stalloc::parse_runtime_config("backend:host,auto_step:false");
+  c.profile_iterations = planned ? 1 : 1000000;
+  f.runtime = std::make_unique<Runtime>(c, *f.driver);
+  for (int it = 0; it < 3; ++it) {
+    for (int i = 0; i < kPairsPerIteration; ++i) {
+      std::uint64_t size = small != 0 ? small : size_of_pair(i);
+      void* p = f.runtime->malloc(size, 0, 0);
+      f.runtime->free(p, size, 0, 0);
+    }
+    f.runtime->step();
+    f.runtime->wait_for_planning();
+  }
+  return f;
+}
+
+void run_pairs(benchmark::State& state, Fixture& f, std::uint64_t small) {
+  int i = 0;
+  for (auto _ : state) {
+    std::uint64_t size = small != 0 ? small : size_of_pair(i);
+    void* p = f.runtime->malloc(size, 0, 0);
+    benchmark::DoNotOptimize(p);
+    f.runtime->free(p, size, 0, 0);
+    if (++i == kPairsPerIteration) {
+      i = 0;
+      f.runtime->step();
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_PlannedMallocFree(benchmark::State& state) {
+  Fixture f = make_fixture(true, 0);
+  run_pairs(state, f, 0);
+  const auto s = f.runtime->stats();
+  if (s.plan_installs != 1 || s.misses != 0) state.SkipWithError("the plan was not followed");
+}
+BENCHMARK(BM_PlannedMallocFree);
+
+void BM_PlannedSmallMallocFree(benchmark::State& state) {
+  Fixture f = make_fixture(true, 256);
+  run_pairs(state, f, 256);
+}
+BENCHMARK(BM_PlannedSmallMallocFree);
+
+void BM_DynamicMallocFree(benchmark::State& state) {
+  Fixture f = make_fixture(false, 0);
+  run_pairs(state, f, 0);
+}
+BENCHMARK(BM_DynamicMallocFree);
+
+void BM_SlabMallocFree(benchmark::State& state) {
+  Fixture f = make_fixture(false, 256);
+  run_pairs(state, f, 256);
+}
+BENCHMARK(BM_SlabMallocFree);
+
+}  // namespace
+
+BENCHMARK_MAIN();

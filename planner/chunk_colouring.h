@@ -1,0 +1,51 @@
+// Interval colouring of chunk demands: each demand needs `count` physical chunks over
+// [start, end). Colouring in order of start, reusing any chunk whose demand has ended, is optimal
+// for interval graphs: the number of chunks equals the most chunks demanded at one time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace stalloc {
+
+struct ChunkDemand {
+  std::uint64_t start = 0;  // [start, end) in requests
+  std::uint64_t end = 0;
+  std::uint32_t count = 1;
+};
+
+struct ChunkColouring {
+  std::uint64_t num_chunks = 0;
+  // Demand d holds chunk ids ids[first[d]] .. ids[first[d] + count - 1].
+  std::vector<std::uint64_t> first;
+  std::vector<std::uint32_t> ids;
+
+  std::span<const std::uint32_t> chunks_of(std::size_t demand, std::uint32_t count) const {
+    return {ids.data() + first[demand], count};
+  }
+};
+
+ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands);
+
+// Which chunks are busy when: answers "which chunks are idle over all of [start, end)".
+class ChunkOccupancy {
+ public:
+  explicit ChunkOccupancy(std::uint64_t num_chunks) : busy_(num_chunks) {}
+  void add(std::uint32_t chunk, std::uint64_t start, std::uint64_t end) {
+    busy_[chunk].emplace_back(start, end);
+  }
+  // Call once after the last add, before idle_over.
+  void seal();
+  std::vector<std::uint32_t> idle_over(std::uint64_t start, std::uint64_t end) const;
+  // At most `limit` of them, scanning chunk ids upwards from `first` and wrapping around.
+  std::vector<std::uint32_t> idle_over(std::uint64_t start, std::uint64_t end, std::uint64_t first,
+                                       std::uint64_t limit) const;
+
+ private:
+  bool idle(std::size_t chunk, std::uint64_t start, std::uint64_t end) const;
+  // Per chunk id, its busy intervals sorted by start; disjoint once sealed.
+  std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> busy_;
+};
+
+}  // namespace stalloc

@@ -1,0 +1,148 @@
+// solve_dsa: the portfolio of greedy placements first (fast, any size), then a search below the
+// best greedy peak while it is above the target (the capacity, or the lower bound when there is
+// no capacity) and time is left. Deterministic for a seed: the portfolio members run in parallel
+// but the winner is chosen by (peak, portfolio index), and the search is single-threaded.
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "planner/dsa.h"
+#include "planner/dsa_conflict_index.h"
+#include "planner/dsa_heuristics.h"
+#include "planner/dsa_search.h"
+
+#ifdef STALLOC_HAVE_TBB
+#include <tbb/parallel_for.h>
+#endif
+
+namespace stalloc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace dsa_detail;
+
+void check_buffers(const std::vector<DsaBuffer>& buffers) {
+  for (const DsaBuffer& b : buffers) {
+    if (b.lower > b.upper) {
+      throw UsageError("DSA buffer " + std::to_string(b.id) + ": lower " + std::to_string(b.lower) +
+                       " is after upper " + std::to_string(b.upper));
+    }
+    if (!std::has_single_bit(b.alignment)) {
+      throw UsageError("DSA buffer " + std::to_string(b.id) + ": alignment " +
+                       std::to_string(b.alignment) + " is not a power of two");
+    }
+  }
+}
+
+struct GreedyResult {
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t peak = 0;
+  std::size_t member = 0;
+};
+
+// Placing a buffer by the conflict index costs about its number of conflicts (times a log), so
+// a portfolio member costs about the sum of all degrees. Above this many, only the sweep-based
+// members (start-time order, O(n log n)) run, so that 100,000 buffers take about a second.
+constexpr std::uint64_t kConflictWorkLimit = 4'000'000;
+
+GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, const DsaConflictIndex& index,
+                           bool parallel) {
+  const std::vector<PortfolioMember> members = default_portfolio();
+  std::uint64_t conflict_work = 0;
+  for (std::size_t i = 0; i < buffers.size(); ++i) conflict_work += index.degree(i);
+  std::vector<std::size_t> chosen;
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    if (conflict_work <= kConflictWorkLimit || members[m].ordering == Ordering::StartTime) {
+      chosen.push_back(m);
+    }
+  }
+  std::vector<std::vector<std::uint64_t>> offsets(members.size());
+  auto run_member = [&](std::size_t c) {
+    const PortfolioMember& member = members[chosen[c]];
+    const auto order = make_order(buffers, index, member.ordering);
+    offsets[chosen[c]] = member.ordering == Ordering::StartTime
+                             ? place_by_sweep(buffers, order, member.placement)
+                             : place_in_order(buffers, index, order, member.placement);
+  };
+#ifdef STALLOC_HAVE_TBB
+  if (parallel) {
+    tbb::parallel_for(std::size_t{0}, chosen.size(), run_member);
+  } else {
+    for (std::size_t c = 0; c < chosen.size(); ++c) run_member(c);
+  }
+#else
+  (void)parallel;
+  for (std::size_t c = 0; c < chosen.size(); ++c) run_member(c);
+#endif
+  GreedyResult best;
+  bool first = true;
+  for (std::size_t m : chosen) {
+    const std::uint64_t peak = placement_peak(buffers, offsets[m]);
+    if (first || peak < best.peak) {
+      best.peak = peak;
+      best.member = m;
+      first = false;
+    }
+  }
+  best.offsets = std::move(offsets[best.member]);
+  return best;
+}
+
+}  // namespace
+
+DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
+  const auto started = Clock::now();
+  check_buffers(problem.buffers);
+
+  // Buffers of no size or no lifetime overlap nothing: offset 0, outside the real problem.
+  std::vector<DsaBuffer> active;
+  std::vector<std::size_t> active_index;
+  for (std::size_t i = 0; i < problem.buffers.size(); ++i) {
+    const DsaBuffer& b = problem.buffers[i];
+    if (b.size > 0 && b.lower < b.upper) {
+      active.push_back(b);
+      active_index.push_back(i);
+    }
+  }
+
+  DsaSolution solution;
+  solution.lower_bound_bytes = dsa_lower_bound(problem);
+  solution.offsets.assign(problem.buffers.size(), 0);
+  std::vector<std::uint64_t> offsets;
+  if (!active.empty()) {
+    const DsaConflictIndex index(active);
+    GreedyResult greedy = run_portfolio(active, index, options.parallel);
+    offsets = std::move(greedy.offsets);
+    solution.peak_bytes = greedy.peak;
+    solution.strategy = member_name(default_portfolio()[greedy.member]);
+
+    const std::uint64_t target =
+        problem.capacity != 0 ? problem.capacity : solution.lower_bound_bytes;
+    if (solution.peak_bytes > target && options.time_limit_seconds > 0) {
+      // The limit is for the search alone (dsa.h); a million seconds is forever enough and
+      // keeps the conversion to clock ticks from overflowing.
+      const double seconds = std::min(options.time_limit_seconds, 1e6);
+      const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(seconds));
+      SearchRequest request{&active, &offsets, target, deadline, options.seed};
+      if (auto found = search_below(request)) {
+        offsets = std::move(found->offsets);
+        solution.peak_bytes = found->peak;
+        solution.strategy = "search";
+      }
+    }
+  } else {
+    solution.strategy = "empty";
+  }
+  for (std::size_t k = 0; k < active.size(); ++k) solution.offsets[active_index[k]] = offsets[k];
+  solution.within_capacity = problem.capacity == 0 || solution.peak_bytes <= problem.capacity;
+  solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+  return solution;
+}
+
+}  // namespace stalloc

@@ -1,0 +1,480 @@
+#include "src/allocator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "common/units.h"
+#include "planner/trace_io.h"
+#include "src/memory_snapshot.h"
+#include "vmm/driver_factory.h"
+
+namespace stalloc {
+namespace {
+
+std::unique_ptr<vmm::Driver> make_owned_driver(const RuntimeConfig& config) {
+  vmm::HostDriverOptions host;
+  if (config.granularity != 0) host.granularity = config.granularity;
+  return vmm::make_driver(config.backend, host);
+}
+
+std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver) {
+  std::size_t g = 0;
+  vmm::Status s = driver.granularity(&g);
+  if (s != vmm::Status::Success || g == 0) {
+    throw UsageError("the " + std::string(driver.name()) + " driver has no granularity: " +
+                     std::string(vmm::status_name(s)));
+  }
+  if (config.granularity == 0) return g;
+  if (config.granularity % g != 0) {
+    throw ConfigError("STALLOC_CONF: granularity " + std::to_string(config.granularity) +
+                      " is not a multiple of the driver's " + std::to_string(g));
+  }
+  return config.granularity;
+}
+
+}  // namespace
+
+Runtime::Runtime(const RuntimeConfig& config)
+    : Runtime(config, make_owned_driver(config), nullptr) {}
+
+Runtime::Runtime(const RuntimeConfig& config, vmm::Driver& driver)
+    : Runtime(config, nullptr, &driver) {}
+
+Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
+                 vmm::Driver* external)
+    : config_(config),
+      owned_driver_(std::move(owned)),
+      driver_(external != nullptr ? *external : *owned_driver_),
+      granularity_(pick_granularity(config, driver_)),
+      base_capacity_(config.capacity),
+      sync_(driver_),
+      memory_(driver_, granularity_, config.capacity),
+      pool_(memory_),
+      dynamic_(driver_, memory_, pool_, sync_),
+      slab_(driver_, memory_, sync_, config.small_size),
+      cache_(config.plan_cache_size) {
+  recorder_.set_timing(true);
+  log("stalloc runtime: " + format_runtime_config(config_) + " driver " +
+      std::string(driver_.name()) + " granularity " + format_bytes(granularity_));
+}
+
+Runtime::~Runtime() {
+  std::lock_guard lock(mutex_);
+  cache_.wait();
+  active_ = nullptr;
+}
+
+void Runtime::log(const std::string& line) const {
+  if (config_.log.empty()) return;
+  std::ofstream out(config_.log, std::ios::app);
+  out << line << "\n";
+}
+
+std::uint16_t Runtime::thread_index() {
+  const std::thread::id me = std::this_thread::get_id();
+  for (std::size_t i = 0; i < threads_.size(); ++i) {
+    if (threads_[i] == me) return static_cast<std::uint16_t>(i);
+  }
+  threads_.push_back(me);
+  return static_cast<std::uint16_t>(std::min<std::size_t>(threads_.size() - 1, UINT16_MAX));
+}
+
+std::size_t Runtime::match(const InstalledPlan& plan, std::uint64_t size,
+                           std::uint32_t stream) const {
+  const std::vector<PlannedSlot>& slots = plan.plan().slots;
+  const std::size_t last = std::min(slots.size(), cursor_ + config_.lookahead + 1);
+  for (std::size_t k = cursor_; k < last; ++k) {
+    if (slots[k].size == size && slots[k].stream == stream) return k;
+  }
+  return SIZE_MAX;
+}
+
+// Early in an iteration the plan chosen by prediction may be the wrong one (variable sequence
+// lengths): take the installed plan whose slot at this position is the request.
+void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
+  if (allocs_in_iteration_ > config_.lookahead) return;
+  for (const auto& p : cache_.installed()) {
+    if (p.get() == active_) continue;
+    const auto& slots = p->plan().slots;
+    const std::size_t at = allocs_in_iteration_;
+    if (at < slots.size() && slots[at].size == size && slots[at].stream == stream) {
+      active_ = p.get();
+      active_->last_used = ++stamp_;
+      active_->restart_windows();
+      cursor_ = at;
+      return;
+    }
+  }
+}
+
+vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
+                                      std::size_t* slot_index) {
+  *slot_index = SIZE_MAX;
+  std::size_t k = active_ != nullptr ? match(*active_, size, stream) : SIZE_MAX;
+  if (k == SIZE_MAX) {
+    switch_plan(size, stream);
+    if (active_ != nullptr) k = match(*active_, size, stream);
+  }
+  if (k == SIZE_MAX) {
+    if (active_ != nullptr) {
+      ++stats_.misses;
+      ++misses_in_iteration_;
+    } else {
+      ++stats_.unplanned;
+    }
+    return 0;
+  }
+  cursor_ = k + 1;
+  const PlannedSlot& planned = active_->plan().slots[k];
+  active_->advance_to(planned.start);
+  if (planned.kind == SlotKind::Dynamic) {
+    std::string why;
+    vmm::DevicePtr p = dynamic_.allocate(size, stream, &planned.budget_chunks, &why);
+    if (p != 0) ++stats_.matches;
+    return p;
+  }
+  SlotState& slot = active_->slot(k);
+  StreamMask sync_with = 0;
+  if (slot.live || !pool_.try_occupy(slot.pieces, &sync_with)) {
+    ++stats_.conflicts;
+    ++misses_in_iteration_;
+    return 0;
+  }
+  if (!active_->ensure_mapped(k) || !sync_.order_after(sync_with, stream)) {
+    pool_.vacate(slot.pieces, 0);
+    ++stats_.conflicts;
+    ++misses_in_iteration_;
+    return 0;
+  }
+  slot.live = true;
+  slot.tenant_stream = stream;
+  slot.used_by = StreamSync::bit(stream);
+  active_->on_occupied();
+  ++stats_.matches;
+  *slot_index = k;
+  return active_->address(k);
+}
+
+void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
+  std::lock_guard lock(mutex_);
+  if (device != driver_.device()) {
+    ++stats_.ooms;
+    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(),
+                       "device " + std::to_string(device) + " is not this runtime's device " +
+                           std::to_string(driver_.device())};
+    return nullptr;
+  }
+  const std::uint32_t s = sync_.index_of(stream);
+  if (config_.auto_step && !explicit_steps_ &&
+      detector_.boundary_before(size, s, live_allocations_)) {
+    ++stats_.auto_steps;
+    end_iteration();
+  }
+  std::size_t slot_index = SIZE_MAX;
+  vmm::DevicePtr p = 0;
+  if (active_ != nullptr || !cache_.installed().empty()) {
+    p = serve_planned(size, s, &slot_index);
+  } else {
+    ++stats_.unplanned;
+  }
+  ++allocs_in_iteration_;
+  if (p == 0) {
+    std::string why;
+    if (slab_.serves(size)) p = slab_.allocate(size, s, &why);
+    if (p == 0) p = dynamic_.allocate(size, s, nullptr, &why);
+    if (p == 0) {
+      ++stats_.ooms;
+      stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
+      log("stalloc runtime: out of memory for " + format_bytes(size) + ": " + why);
+      return nullptr;
+    }
+  }
+  const std::uint64_t id = recorder_.alloc(size, s, thread_index(), p);
+  if (slot_index != SIZE_MAX) {
+    active_->slot(slot_index).tenant_id = id;
+  } else {
+    unplanned_.emplace(p, Unplanned{id, size, s, StreamSync::bit(s)});
+  }
+  ++live_allocations_;
+  ++stats_.allocations;
+  stats_.allocated_bytes += size;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return reinterpret_cast<void*>(p);
+}
+
+bool Runtime::free_planned(vmm::DevicePtr p, std::uint16_t thread) {
+  for (const auto& plan : cache_.installed()) {
+    if (!plan->contains(p)) continue;
+    const std::uint32_t k = plan->slot_at(p);
+    SlotState& slot = plan->slot(k);
+    if (!slot.live || plan->address(k) != p) return false;
+    pool_.vacate(slot.pieces, slot.used_by);
+    slot.live = false;
+    plan->on_vacated();
+    const std::uint64_t size = plan->plan().slots[k].size;
+    recorder_.free(slot.tenant_id, size, slot.tenant_stream, thread, p);
+    stats_.allocated_bytes -= size;
+    return true;
+  }
+  return false;
+}
+
+void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
+  if (ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
+  const std::uint16_t thread = thread_index();
+  bool done = free_planned(p, thread);
+  if (!done) {
+    auto it = unplanned_.find(p);
+    if (it != unplanned_.end()) {
+      const Unplanned u = it->second;
+      unplanned_.erase(it);
+      done = slab_.owns(p) ? slab_.free(p, u.stream, u.used_by) : dynamic_.free(p, u.used_by);
+      recorder_.free(u.id, u.size, u.stream, thread, p);
+      stats_.allocated_bytes -= u.size;
+    }
+  }
+  if (!done) {
+    ++stats_.invalid_frees;
+    return;
+  }
+  --live_allocations_;
+  ++stats_.frees;
+}
+
+void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
+  std::lock_guard lock(mutex_);
+  const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
+  const StreamMask bit = StreamSync::bit(sync_.index_of(stream));
+  for (const auto& plan : cache_.installed()) {
+    if (!plan->contains(p)) continue;
+    SlotState& slot = plan->slot(plan->slot_at(p));
+    if (slot.live) slot.used_by |= bit;
+    return;
+  }
+  auto it = unplanned_.find(p);
+  if (it != unplanned_.end()) it->second.used_by |= bit;
+}
+
+void Runtime::empty_cache() {
+  std::lock_guard lock(mutex_);
+  dynamic_.poll();
+  memory_.trim();
+}
+
+void Runtime::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw UsageError("memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  }
+  std::lock_guard lock(mutex_);
+  if (base_capacity_ == 0) return;
+  memory_.set_capacity(
+      static_cast<std::uint64_t>(std::floor(static_cast<double>(base_capacity_) * fraction)));
+}
+
+void Runtime::step() {
+  std::lock_guard lock(mutex_);
+  explicit_steps_ = true;
+  end_iteration();
+}
+
+void Runtime::end_iteration() {
+  const std::uint32_t iteration = recorder_.iteration();
+  const bool fully_matched = active_ != nullptr && misses_in_iteration_ == 0 &&
+                             cursor_ == active_->slot_count() &&
+                             allocs_in_iteration_ == active_->slot_count();
+  if (allocs_in_iteration_ > 0) {
+    SignatureKey key;
+    if (fully_matched) {
+      key = key_of(active_->plan().signature);
+    } else {
+      Trace trace = recorder_.iteration_trace();
+      trace.device = driver_.device();
+      key = key_of(signature_of(trace, iteration));
+      if (iteration >= config_.profile_iterations && !cache_.known(key)) {
+        PlanOptions options;
+        options.mode = config_.mode;
+        options.granularity = granularity_;
+        options.windows = config_.windows;
+        // Serial: the planner runs beside training and must not take every core from it.
+        options.dsa.parallel = false;
+        cache_.start_planning(std::move(trace), iteration, options);
+        log("stalloc runtime: planning iteration " + std::to_string(iteration) +
+            " in the background");
+      }
+    }
+    if (have_last_key_) {
+      auto it = std::find_if(transitions_.begin(), transitions_.end(),
+                             [&](const auto& t) { return t.first == last_key_; });
+      if (it == transitions_.end()) {
+        transitions_.emplace_back(last_key_, key);
+      } else {
+        it->second = key;
+      }
+    }
+    last_key_ = key;
+    have_last_key_ = true;
+  }
+  const bool keep = config_.record_trace || iteration <= config_.profile_iterations;
+  recorder_.next_iteration(keep);
+  recorder_.set_timing(config_.record_trace || iteration + 1 <= config_.profile_iterations);
+  ++stats_.iterations;
+  install_finished();
+  choose_plan();
+  dynamic_.poll();
+}
+
+void Runtime::install_finished() {
+  bool installed = false;
+  for (PlanCache::Finished& f : cache_.take_finished()) {
+    if (!f.plan) {
+      ++stats_.plan_failures;
+      stats_.last_plan_error = f.error;
+      cache_.mark_failed(f.key);
+      log("stalloc runtime: planning failed: " + f.error);
+      continue;
+    }
+    std::string why;
+    auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_, &why);
+    if (!plan && f.options.mode == PlanMode::Alias) {
+      // Alias mode maps every slot at once, which may exceed the live mappings the driver
+      // allows; windowed mode bounds them. Plan again that way.
+      log("stalloc runtime: alias plan not installed (" + why + "), planning windowed");
+      f.options.mode = PlanMode::Windowed;
+      cache_.start_planning(std::move(f.trace), f.iteration, f.options);
+      ++stats_.plan_failures;
+      stats_.last_plan_error = why;
+      continue;
+    }
+    if (!plan) {
+      ++stats_.plan_failures;
+      stats_.last_plan_error = why;
+      cache_.mark_failed(f.key);
+      log("stalloc runtime: plan not installed: " + why);
+      continue;
+    }
+    log("stalloc runtime: plan installed: " + std::to_string(plan->slot_count()) + " slots, " +
+        std::to_string(plan->plan().num_chunks) + " chunks");
+    cache_.insert(std::move(plan), ++stamp_, active_);
+    ++stats_.plan_installs;
+    installed = true;
+  }
+  // The pool took what it needed from the cache; the rest was the profiling iterations' and
+  // would only sit beside the pool.
+  if (installed) memory_.trim();
+}
+
+void Runtime::choose_plan() {
+  active_ = nullptr;
+  if (have_last_key_) {
+    auto it = std::find_if(transitions_.begin(), transitions_.end(),
+                           [&](const auto& t) { return t.first == last_key_; });
+    if (it != transitions_.end()) active_ = cache_.find(it->second);
+    if (active_ == nullptr) active_ = cache_.find(last_key_);
+  }
+  if (active_ == nullptr) active_ = cache_.most_recent();
+  if (active_ != nullptr) {
+    active_->last_used = ++stamp_;
+    active_->restart_windows();
+  }
+  cursor_ = 0;
+  allocs_in_iteration_ = 0;
+  misses_in_iteration_ = 0;
+}
+
+void Runtime::add_plan(ChunkPlan plan) {
+  std::lock_guard lock(mutex_);
+  std::string why;
+  auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_, &why);
+  if (!installed) throw UsageError("cannot install the plan: " + why);
+  cache_.insert(std::move(installed), ++stamp_, active_);
+  ++stats_.plan_installs;
+  memory_.trim();
+  if (active_ == nullptr && allocs_in_iteration_ == 0) choose_plan();
+}
+
+void Runtime::wait_for_planning() {
+  std::lock_guard lock(mutex_);
+  // An alias plan that cannot be mapped is planned again, windowed: wait for that one too.
+  while (cache_.pending() > 0) {
+    cache_.wait();
+    install_finished();
+  }
+  if (allocs_in_iteration_ == 0) choose_plan();
+}
+
+RuntimeStats Runtime::stats() const {
+  std::lock_guard lock(mutex_);
+  RuntimeStats s = stats_;
+  s.reserved_bytes = memory_.reserved_bytes();
+  s.peak_reserved_bytes = memory_.peak_reserved_bytes();
+  s.cached_bytes = memory_.cached_bytes();
+  s.pool_bytes = pool_.size() * granularity_;
+  s.dynamic_bytes = dynamic_.live_bytes();
+  s.slab_bytes = slab_.live_bytes();
+  s.plans_installed = cache_.installed().size();
+  s.plans_pending = cache_.pending();
+  s.stream_waits = sync_.waits();
+  s.driver = driver_.counters();
+  return s;
+}
+
+void Runtime::save_trace(const std::string& path) const {
+  std::lock_guard lock(mutex_);
+  const bool current_kept =
+      config_.record_trace || recorder_.iteration() <= config_.profile_iterations;
+  write_trace(recorder_.retained_trace(driver_.device(), current_kept), path);
+}
+
+std::string Runtime::snapshot_pickle() const {
+  std::lock_guard lock(mutex_);
+  std::vector<SnapshotSegment> segments;
+  for (const auto& plan : cache_.installed()) {
+    for (std::size_t k = 0; k < plan->slot_count(); ++k) {
+      const SlotState& slot = plan->slot(k);
+      const PlannedSlot& ps = plan->plan().slots[k];
+      if (slot.pieces.empty()) continue;
+      SnapshotSegment seg;
+      seg.address = slot.range;
+      seg.total_size = slot.pieces.size() * granularity_;
+      seg.stream = ps.stream < sync_.streams() ? sync_.handle_of(ps.stream) : 0;
+      seg.blocks.push_back({plan->address(k), ps.size, ps.size, slot.live});
+      segments.push_back(std::move(seg));
+    }
+  }
+  for (const auto& r : dynamic_.live_ranges()) {
+    SnapshotSegment seg;
+    seg.address = r.base;
+    seg.total_size = r.bytes;
+    seg.blocks.push_back({r.base, r.bytes, r.size, true});
+    segments.push_back(std::move(seg));
+  }
+  for (const auto& c : slab_.chunk_views()) {
+    SnapshotSegment seg;
+    seg.address = c.base;
+    seg.total_size = granularity_;
+    seg.small = true;
+    for (const auto& [addr, size] : c.live) seg.blocks.push_back({addr, c.block, size, true});
+    segments.push_back(std::move(seg));
+  }
+  std::vector<SnapshotAction> actions;
+  for (const auto& r : recorder_.all_requests()) {
+    actions.push_back({r.event.kind == EventKind::Alloc, r.address, r.event.size,
+                       static_cast<std::uint64_t>(r.event.stream < sync_.streams()
+                                                      ? sync_.handle_of(r.event.stream)
+                                                      : 0),
+                       r.event.time_ns < 0 ? 0 : r.event.time_ns / 1000});
+  }
+  return memory_snapshot_pickle(driver_.device(), segments, actions);
+}
+
+void Runtime::save_snapshot(const std::string& path) const {
+  const std::string bytes = snapshot_pickle();
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw UsageError("cannot write " + path);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace stalloc

@@ -1,0 +1,131 @@
+// stalloc::Runtime, the allocator PyTorch calls through torch_ext: profile -> plan -> replay.
+//
+// Iterations 0 .. profile_iterations-1 are served on the dynamic path and recorded; from
+// iteration profile_iterations on, every iteration whose request signature has no plan is
+// planned in the background (planner/chunk_plan.h) and the plan is installed at the next
+// boundary; iterations with a plan are served from it: each request is matched to the next
+// planned slot (ordinal, size, stream), with a look-ahead to resynchronise after a request the
+// plan does not have. Anything unmatched goes to the dynamic path: the slab for small requests,
+// else a dynamic range (dynamic_arena.h).
+//
+// Every entry point takes one mutex; the planned path under it is a comparison, an occupancy
+// check on the slot's chunks and a few stores. Chunk creation, mapping and planning happen at
+// iteration boundaries (step) or on the background thread, never on the planned path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/chunk_plan.h"
+#include "src/dynamic_arena.h"
+#include "src/period_detector.h"
+#include "src/physical_memory.h"
+#include "src/plan_cache.h"
+#include "src/plan_pool.h"
+#include "src/recorder.h"
+#include "src/runtime_config.h"
+#include "src/runtime_stats.h"
+#include "src/slab.h"
+#include "src/stream_sync.h"
+#include "vmm/driver.h"
+
+namespace stalloc {
+
+class Runtime {
+ public:
+  // Makes its own driver from config.backend (throws vmm::DriverUnavailable).
+  explicit Runtime(const RuntimeConfig& config);
+  // Uses a driver the caller owns and keeps alive longer than the runtime.
+  Runtime(const RuntimeConfig& config, vmm::Driver& driver);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // nullptr when out of memory (stats().last_oom says why) or for another device.
+  void* malloc(std::size_t size, int device, vmm::StreamHandle stream);
+  // size and stream are the allocation's (PyTorch passes them); the runtime trusts its records.
+  void free(void* ptr, std::size_t size, int device, vmm::StreamHandle stream);
+  // The tensor is also used on `stream`: its memory is reused only after that stream's work.
+  void record_stream(void* ptr, vmm::StreamHandle stream);
+  // Releases cached idle chunks.
+  void empty_cache();
+  // Caps physical memory at fraction of the capacity (config capacity; unlimited: no effect).
+  void set_memory_fraction(double fraction);
+  // Ends the current iteration.
+  void step();
+  RuntimeStats stats() const;
+
+  // Installs a plan made elsewhere (stalloc plan); throws UsageError when it cannot be installed.
+  void add_plan(ChunkPlan plan);
+  // Waits for background planning and installs what it produced (tests, deterministic replays).
+  void wait_for_planning();
+
+  void save_trace(const std::string& path) const;
+  void save_snapshot(const std::string& path) const;
+  std::string snapshot_pickle() const;
+
+  vmm::Driver& driver() { return driver_; }
+  std::uint64_t granularity() const { return granularity_; }
+  const RuntimeConfig& config() const { return config_; }
+
+ private:
+  struct Unplanned {
+    std::uint64_t id = 0;
+    std::uint64_t size = 0;
+    std::uint32_t stream = 0;
+    StreamMask used_by = 0;
+  };
+
+  Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
+          vmm::Driver* external);
+  // The slot the request matched, if any, and its address; 0 to serve it dynamically.
+  vmm::DevicePtr serve_planned(std::uint64_t size, std::uint32_t stream, std::size_t* slot_index);
+  std::size_t match(const InstalledPlan& plan, std::uint64_t size, std::uint32_t stream) const;
+  void switch_plan(std::uint64_t size, std::uint32_t stream);
+  void end_iteration();
+  void install_finished();
+  void choose_plan();
+  std::uint16_t thread_index();
+  void log(const std::string& line) const;
+  bool free_planned(vmm::DevicePtr p, std::uint16_t thread);
+
+  RuntimeConfig config_;
+  std::unique_ptr<vmm::Driver> owned_driver_;
+  vmm::Driver& driver_;
+  std::uint64_t granularity_;
+  std::uint64_t base_capacity_;
+
+  mutable std::mutex mutex_;
+  StreamSync sync_;
+  PhysicalMemory memory_;
+  PlanPool pool_;
+  DynamicArena dynamic_;
+  Slab slab_;
+  PlanCache cache_;
+  Recorder recorder_;
+  PeriodDetector detector_;
+  std::unordered_map<vmm::DevicePtr, Unplanned> unplanned_;
+  std::vector<std::thread::id> threads_;
+
+  // The iteration being served.
+  InstalledPlan* active_ = nullptr;
+  std::size_t cursor_ = 0;             // next slot expected
+  std::uint64_t allocs_in_iteration_ = 0;
+  std::uint64_t misses_in_iteration_ = 0;
+  std::uint64_t live_allocations_ = 0;
+  bool explicit_steps_ = false;
+  bool have_last_key_ = false;
+  SignatureKey last_key_;
+  std::vector<std::pair<SignatureKey, SignatureKey>> transitions_;  // signature -> the next one
+  std::uint64_t stamp_ = 0;
+
+  RuntimeStats stats_;
+};
+
+}  // namespace stalloc

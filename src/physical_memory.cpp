@@ -1,0 +1,52 @@
+#include "src/physical_memory.h"
+
+#include "common/units.h"
+
+namespace stalloc {
+
+PhysicalMemory::PhysicalMemory(vmm::Driver& driver, std::uint64_t granularity,
+                               std::uint64_t capacity)
+    : driver_(driver), granularity_(granularity), capacity_(capacity) {}
+
+PhysicalMemory::~PhysicalMemory() { trim(); }
+
+std::optional<Chunk> PhysicalMemory::acquire() {
+  if (!cache_.empty()) {
+    Chunk c = cache_.back();
+    cache_.pop_back();
+    return c;
+  }
+  if (capacity_ != 0 && (held_ + 1) * granularity_ > capacity_) {
+    last_failure_ = "capacity " + format_bytes(capacity_) + " reached (" +
+                    format_bytes(reserved_bytes()) + " reserved)";
+    return std::nullopt;
+  }
+  Chunk c;
+  vmm::Status s = driver_.create(&c.handle, granularity_);
+  if (s != vmm::Status::Success) {
+    last_failure_ = "cuMemCreate failed: " + std::string(vmm::status_name(s)) + " (" +
+                    format_bytes(reserved_bytes()) + " reserved)";
+    return std::nullopt;
+  }
+  ++held_;
+  if (held_ > peak_held_) peak_held_ = held_;
+  return c;
+}
+
+void PhysicalMemory::give_back(Chunk chunk) { cache_.push_back(chunk); }
+
+void PhysicalMemory::trim() {
+  for (const Chunk& c : cache_) {
+    driver_.release(c.handle);
+    --held_;
+  }
+  cache_.clear();
+}
+
+bool PhysicalMemory::can_hold(std::uint64_t count) const {
+  if (capacity_ == 0) return true;
+  std::uint64_t extra = count > cache_.size() ? count - cache_.size() : 0;
+  return (held_ + extra) * granularity_ <= capacity_;
+}
+
+}  // namespace stalloc

@@ -1,0 +1,58 @@
+// The runtime's physical chunks: every chunk it holds (plan pool, dynamic ranges, slab) is
+// created here, so reserved memory and the capacity are accounted in one place. Chunks given
+// back by the dynamic path stay cached for reuse (cuMemCreate is slow) until empty_cache() or a
+// plan install trims them. A chunk remembers the streams that used it, for stream ordering.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/stream_sync.h"
+#include "vmm/driver.h"
+
+namespace stalloc {
+
+struct Chunk {
+  vmm::ChunkHandle handle = 0;
+  StreamMask users = 0;  // streams whose work on this chunk may still be in flight
+};
+
+class PhysicalMemory {
+ public:
+  // capacity 0: unlimited.
+  PhysicalMemory(vmm::Driver& driver, std::uint64_t granularity, std::uint64_t capacity);
+  ~PhysicalMemory();
+  PhysicalMemory(const PhysicalMemory&) = delete;
+  PhysicalMemory& operator=(const PhysicalMemory&) = delete;
+
+  std::uint64_t granularity() const { return granularity_; }
+
+  // A cached chunk, else a new one within the capacity; nullopt (and last_failure()) otherwise.
+  std::optional<Chunk> acquire();
+  // Back to the cache.
+  void give_back(Chunk chunk);
+  // Releases every cached chunk to the driver.
+  void trim();
+  // True when `count` chunks, cached ones first, can be had within the capacity.
+  bool can_hold(std::uint64_t count) const;
+
+  std::uint64_t reserved_bytes() const { return held_ * granularity_; }
+  std::uint64_t peak_reserved_bytes() const { return peak_held_ * granularity_; }
+  std::uint64_t cached_bytes() const { return cache_.size() * granularity_; }
+  std::uint64_t capacity() const { return capacity_; }
+  void set_capacity(std::uint64_t capacity) { capacity_ = capacity; }
+  const std::string& last_failure() const { return last_failure_; }
+
+ private:
+  vmm::Driver& driver_;
+  std::uint64_t granularity_;
+  std::uint64_t capacity_;
+  std::uint64_t held_ = 0;  // chunks created and not released, cached ones included
+  std::uint64_t peak_held_ = 0;
+  std::vector<Chunk> cache_;
+  std::string last_failure_;
+};
+
+}  // namespace stalloc

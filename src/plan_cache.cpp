@@ -1,0 +1,92 @@
+#include "src/plan_cache.h"
+
+#include <algorithm>
+
+namespace stalloc {
+
+PlanCache::~PlanCache() { wait(); }
+
+InstalledPlan* PlanCache::find(const SignatureKey& key) {
+  for (auto& p : installed_) {
+    if (key_of(p->plan().signature) == key) return p.get();
+  }
+  return nullptr;
+}
+
+bool PlanCache::known(const SignatureKey& key) const {
+  for (const auto& p : installed_) {
+    if (key_of(p->plan().signature) == key) return true;
+  }
+  for (const Job& j : jobs_) {
+    if (j.key == key) return true;
+  }
+  return std::find(failed_.begin(), failed_.end(), key) != failed_.end();
+}
+
+InstalledPlan* PlanCache::most_recent() const {
+  InstalledPlan* best = nullptr;
+  for (const auto& p : installed_) {
+    if (best == nullptr || p->last_used > best->last_used) best = p.get();
+  }
+  return best;
+}
+
+void PlanCache::insert(std::unique_ptr<InstalledPlan> plan, std::uint64_t stamp,
+                       const InstalledPlan* keep) {
+  plan->last_used = stamp;
+  installed_.push_back(std::move(plan));
+  evict(keep);
+}
+
+void PlanCache::evict(const InstalledPlan* keep) {
+  while (installed_.size() > capacity_) {
+    auto victim = installed_.end();
+    for (auto it = installed_.begin(); it != installed_.end(); ++it) {
+      if (it->get() != keep && (*it)->idle() && (victim == installed_.end() || (*it)->last_used < (*victim)->last_used)) {
+        victim = it;
+      }
+    }
+    if (victim == installed_.end()) return;  // every plan has live tensors: keep them for now
+    installed_.erase(victim);
+  }
+}
+
+void PlanCache::start_planning(Trace trace, std::uint32_t iteration, PlanOptions options) {
+  Job& job = jobs_.emplace_back();
+  job.key = key_of(signature_of(trace, iteration));
+  job.trace = std::move(trace);
+  job.iteration = iteration;
+  job.options = options;
+  // The thread reads job.trace and writes job.plan/error; nobody touches them until done.
+  job.thread = std::thread([&job] {
+    try {
+      job.plan = plan_iteration(job.trace, job.iteration, job.options);
+    } catch (const std::exception& e) {
+      job.error = e.what();
+    }
+    job.done.store(true, std::memory_order_release);
+  });
+}
+
+std::vector<PlanCache::Finished> PlanCache::take_finished() {
+  std::vector<Finished> out;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (!it->done.load(std::memory_order_acquire)) {
+      ++it;
+      continue;
+    }
+    if (it->thread.joinable()) it->thread.join();
+    out.push_back({it->key, std::move(it->plan), std::move(it->error), std::move(it->trace),
+                   it->iteration, it->options});
+    it = jobs_.erase(it);
+  }
+  return out;
+}
+
+void PlanCache::wait() {
+  for (Job& j : jobs_) {
+    if (j.thread.joinable()) j.thread.join();
+  }
+}
+
+}  // namespace stalloc

@@ -1,0 +1,41 @@
+// STALLOC_CONF: the runtime allocator's settings, as one "key:value,key:value" string (the same
+// shape as PYTORCH_CUDA_ALLOC_CONF). Every key is documented in docs/runtime.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+#include "planner/chunk_plan.h"
+
+namespace stalloc {
+
+// A bad STALLOC_CONF: names the key and what it accepts.
+class ConfigError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+struct RuntimeConfig {
+  std::string backend = "auto";            // host | cuda | auto
+  PlanMode mode = PlanMode::Alias;         // alias | windowed
+  std::uint32_t profile_iterations = 1;    // iterations after warm-up before the first plan
+  std::uint64_t granularity = 0;           // 0: the driver's granularity
+  std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the slab
+  std::uint64_t capacity = 0;              // bytes of physical memory; 0: unlimited
+  bool auto_step = true;                   // detect iteration boundaries when step() is never called
+  std::uint32_t plan_cache_size = 8;       // installed plans kept (one per iteration signature)
+  bool record_trace = false;               // keep every iteration's requests, not only the profiled
+  std::uint32_t windows = 8;               // windowed mode: mapping windows per iteration
+  std::uint32_t lookahead = 16;            // slots the matcher looks ahead on a mismatch
+  std::string log;                         // file for install/plan/OOM events; empty: none
+};
+
+// Parses a STALLOC_CONF string; an empty string gives the defaults. Throws ConfigError.
+RuntimeConfig parse_runtime_config(std::string_view text);
+
+// The configuration back in STALLOC_CONF form (every key), for logs and reports.
+std::string format_runtime_config(const RuntimeConfig& config);
+
+}  // namespace stalloc

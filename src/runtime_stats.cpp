@@ -1,0 +1,34 @@
+#include "src/runtime_stats.h"
+
+#include <ostream>
+
+#include "common/json.h"
+
+namespace stalloc {
+
+void write_stats_json(const RuntimeStats& s, std::ostream& out) {
+  JsonWriter j(out);
+  j.begin_object();
+  j.field("allocated_bytes", s.allocated_bytes).field("peak_allocated_bytes", s.peak_allocated_bytes);
+  j.field("reserved_bytes", s.reserved_bytes).field("peak_reserved_bytes", s.peak_reserved_bytes);
+  j.field("cached_bytes", s.cached_bytes).field("pool_bytes", s.pool_bytes);
+  j.field("dynamic_bytes", s.dynamic_bytes).field("slab_bytes", s.slab_bytes);
+  j.field("allocations", s.allocations).field("frees", s.frees);
+  j.field("matches", s.matches).field("misses", s.misses).field("conflicts", s.conflicts);
+  j.field("unplanned", s.unplanned).field("iterations", s.iterations);
+  j.field("auto_steps", s.auto_steps).field("plan_installs", s.plan_installs);
+  j.field("plan_failures", s.plan_failures).field("plans_installed", s.plans_installed);
+  j.field("plans_pending", s.plans_pending).field("stream_waits", s.stream_waits);
+  j.field("invalid_frees", s.invalid_frees).field("vmm_calls", s.vmm_calls());
+  j.field("live_mappings", s.driver.live_mappings).field("ooms", s.ooms);
+  j.key("last_oom").begin_object();
+  j.field("requested_bytes", s.last_oom.requested_bytes);
+  j.field("reserved_bytes", s.last_oom.reserved_bytes);
+  j.field("capacity_bytes", s.last_oom.capacity_bytes);
+  j.field("reason", s.last_oom.reason);
+  j.end_object();
+  j.field("last_plan_error", s.last_plan_error);
+  j.end_object();
+}
+
+}  // namespace stalloc

@@ -1,0 +1,59 @@
+// What the runtime allocator reports: memory (allocated, reserved, their peaks), how well the
+// plans are followed (matches, misses), plan installs, VMM calls, and why the last request
+// that ran out of memory failed.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "vmm/driver.h"
+
+namespace stalloc {
+
+struct OomReport {
+  std::uint64_t requested_bytes = 0;
+  std::uint64_t reserved_bytes = 0;
+  std::uint64_t capacity_bytes = 0;  // 0: unlimited
+  std::string reason;
+};
+
+struct RuntimeStats {
+  std::uint64_t allocated_bytes = 0;       // requested bytes of live tensors
+  std::uint64_t peak_allocated_bytes = 0;
+  std::uint64_t reserved_bytes = 0;        // physical chunks held (pool, dynamic, slab, cache)
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t cached_bytes = 0;          // reserved chunks held idle for reuse
+  std::uint64_t pool_bytes = 0;            // the plan pool
+  std::uint64_t dynamic_bytes = 0;         // requested bytes live on the dynamic path
+  std::uint64_t slab_bytes = 0;            // requested bytes live in the slab
+  std::uint64_t allocations = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t matches = 0;               // requests served from their planned slot
+  std::uint64_t misses = 0;                // requests served dynamically while a plan was active
+  std::uint64_t conflicts = 0;             // matched slots whose chunks were still occupied
+  std::uint64_t unplanned = 0;             // requests served with no plan active
+  std::uint64_t iterations = 0;            // completed iterations (explicit or automatic steps)
+  std::uint64_t auto_steps = 0;
+  std::uint64_t plan_installs = 0;
+  std::uint64_t plan_failures = 0;         // plans that could not be made or installed
+  std::uint64_t plans_installed = 0;       // now in the cache
+  std::uint64_t plans_pending = 0;         // being planned in the background
+  std::uint64_t stream_waits = 0;          // cuStreamWaitEvent calls for chunks changing stream
+  std::uint64_t invalid_frees = 0;         // frees of pointers the runtime did not hand out
+  std::uint64_t ooms = 0;
+  OomReport last_oom;
+  std::string last_plan_error;
+  vmm::DriverCounters driver;
+
+  // map + unmap + set_access + create + release + reserve + free: what a steady iteration must
+  // avoid.
+  std::uint64_t vmm_calls() const {
+    return driver.maps + driver.unmaps + driver.set_accesses + driver.creates + driver.releases +
+           driver.reserves + driver.frees;
+  }
+};
+
+void write_stats_json(const RuntimeStats& stats, std::ostream& out);
+
+}  // namespace stalloc

@@ -1,0 +1,90 @@
+#include "src/stream_sync.h"
+
+#include <bit>
+
+namespace stalloc {
+
+StreamSync::StreamSync(vmm::Driver& driver) : driver_(driver) {}
+
+StreamSync::~StreamSync() {
+  for (vmm::EventHandle e : all_events_) driver_.event_destroy(e);
+}
+
+std::uint32_t StreamSync::index_of(vmm::StreamHandle stream) {
+  for (std::size_t i = 0; i < handles_.size(); ++i) {
+    if (handles_[i] == stream) return static_cast<std::uint32_t>(i);
+  }
+  handles_.push_back(stream);
+  return static_cast<std::uint32_t>(handles_.size() - 1);
+}
+
+vmm::EventHandle StreamSync::take_event() {
+  if (!free_events_.empty()) {
+    vmm::EventHandle e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  vmm::EventHandle e = 0;
+  if (driver_.event_create(&e) != vmm::Status::Success) return 0;
+  all_events_.push_back(e);
+  return e;
+}
+
+template <typename F>
+bool StreamSync::for_each_stream(StreamMask users, F&& f) {
+  while (users != 0) {
+    auto index = static_cast<std::uint32_t>(std::countr_zero(users));
+    users &= users - 1;
+    if (index < kSharedBit) {
+      if (index < handles_.size() && !f(index)) return false;
+      continue;
+    }
+    for (std::size_t i = kSharedBit; i < handles_.size(); ++i) {
+      if (!f(static_cast<std::uint32_t>(i))) return false;
+    }
+  }
+  return true;
+}
+
+bool StreamSync::order_after(StreamMask users, std::uint32_t to) {
+  // The shared bit stands for several streams, `to` among them perhaps: never skip it.
+  if (to < kSharedBit) users &= ~bit(to);
+  if (users == 0) return true;
+  vmm::EventHandle event = take_event();
+  if (event == 0) return false;
+  bool ok = for_each_stream(users, [&](std::uint32_t from) {
+    if (from == to) return true;
+    if (driver_.event_record(event, handles_[from]) != vmm::Status::Success) return false;
+    if (driver_.stream_wait_event(handles_[to], event) != vmm::Status::Success) return false;
+    ++waits_;
+    return true;
+  });
+  // cuStreamWaitEvent captured the event's state: it may be recorded again at once.
+  free_events_.push_back(event);
+  return ok;
+}
+
+bool StreamSync::record(StreamMask users, std::vector<vmm::EventHandle>* events) {
+  return for_each_stream(users, [&](std::uint32_t stream) {
+    vmm::EventHandle event = take_event();
+    if (event == 0) return false;
+    events->push_back(event);
+    return driver_.event_record(event, handles_[stream]) == vmm::Status::Success;
+  });
+}
+
+bool StreamSync::completed(std::vector<vmm::EventHandle>* events) {
+  for (vmm::EventHandle e : *events) {
+    if (driver_.event_query(e) != vmm::Status::Success) return false;
+  }
+  free_events_.insert(free_events_.end(), events->begin(), events->end());
+  events->clear();
+  return true;
+}
+
+void StreamSync::discard(std::vector<vmm::EventHandle>* events) {
+  free_events_.insert(free_events_.end(), events->begin(), events->end());
+  events->clear();
+}
+
+}  // namespace stalloc

@@ -1,0 +1,41 @@
+// Drives a Runtime with a trace's requests, as a training program would: a step() at each
+// iteration boundary, backward requests (thread 1 in the trace) from a second host thread,
+// handed over so that the global order of the trace is kept. Optionally writes a data pattern
+// into each allocation and checks it before the free (sparse: the first and last 64 bytes and
+// 64 bytes per MiB, so full-size traces fit in host memory), and times every malloc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/trace.h"
+#include "src/allocator.h"
+
+namespace stalloc {
+
+struct ReplayOptions {
+  bool verify = false;
+  bool backward_thread = true;     // issue thread-1 events from a second std::thread
+  bool wait_for_planning = true;   // deterministic: plans are installed at the next boundary
+  bool time_mallocs = false;
+};
+
+struct IterationReport {
+  std::uint32_t iteration = 0;
+  std::uint64_t matches = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t conflicts = 0;
+  std::uint64_t vmm_calls = 0;      // map/unmap/set-access/create/release/reserve/free
+  std::uint64_t plans_installed = 0;
+};
+
+struct ReplayResult {
+  std::uint64_t verify_errors = 0;
+  std::uint64_t failed_allocations = 0;
+  std::vector<std::uint64_t> malloc_ns;
+  std::vector<IterationReport> iterations;
+};
+
+ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOptions& options);
+
+}  // namespace stalloc

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `stalloc plan --dsa`: a small problem solved to its lower bound with a valid CSV written, the
+# --json report, a capacity that cannot be met (still exit 0), and a malformed CSV (non-zero
+# exit, message naming the file and line).
+# Usage: plan_dsa.sh STALLOC_BIN SRC_DIR
+set -euo pipefail
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat > "$tmp/in.csv" <<'CSV'
+id,lower,upper,size
+1,0,3,4
+2,3,9,4
+3,0,9,4
+4,9,21,4
+5,0,21,4
+CSV
+
+"$bin" plan --dsa "$tmp/in.csv" --output "$tmp/out.csv" --capacity 12 --time-limit 2 --seed 3 --json \
+  > "$tmp/report.json" || fail "plan --dsa exited $?"
+grep -q '"peak_bytes":12' "$tmp/report.json" || fail "peak not 12: $(cat "$tmp/report.json")"
+grep -q '"lower_bound_bytes":12' "$tmp/report.json" || fail "lower bound: $(cat "$tmp/report.json")"
+grep -q '"within_capacity":true' "$tmp/report.json" || fail "capacity: $(cat "$tmp/report.json")"
+grep -q '"buffers":5' "$tmp/report.json" || fail "buffers: $(cat "$tmp/report.json")"
+for key in ratio milliseconds strategy; do
+  grep -q "\"$key\":" "$tmp/report.json" || fail "no $key in $(cat "$tmp/report.json")"
+done
+head -1 "$tmp/out.csv" | grep -qx 'id,lower,upper,size,offset' || fail "output header"
+[ "$(wc -l < "$tmp/out.csv")" -eq 6 ] || fail "output rows"
+# Offsets: every buffer inside [0, 12) and live-overlapping buffers disjoint in address.
+awk -F, 'NR > 1 { id[NR] = $1; lo[NR] = $2; up[NR] = $3; sz[NR] = $4; off[NR] = $5; n = NR }
+  END {
+    for (i = 2; i <= n; i++) {
+      if (off[i] + sz[i] > 12) { print "buffer " id[i] " above 12"; exit 1 }
+      for (j = i + 1; j <= n; j++)
+        if (lo[i] < up[j] && lo[j] < up[i] && off[i] < off[j] + sz[j] && off[j] < off[i] + sz[i]) {
+          print "buffers " id[i] " and " id[j] " overlap"; exit 1
+        }
+    }
+  }' "$tmp/out.csv" || fail "invalid placement"
+
+# -o alias, a human summary, and no capacity given: no within_capacity.
+"$bin" plan --dsa "$tmp/in.csv" -o "$tmp/out2.csv" --time-limit 1 > "$tmp/summary.txt" || fail "-o"
+grep -q "lower bound" "$tmp/summary.txt" || fail "summary: $(cat "$tmp/summary.txt")"
+"$bin" plan --dsa "$tmp/in.csv" -o "$tmp/out3.csv" --time-limit 0 --json > "$tmp/r3.json"
+if grep -q within_capacity "$tmp/r3.json"; then fail "within_capacity without --capacity"; fi
+
+# A capacity below the lower bound: still a valid placement and exit 0, reported as not within.
+"$bin" plan --dsa "$tmp/in.csv" -o "$tmp/out4.csv" --capacity 8 --time-limit 0.5 --json \
+  > "$tmp/r4.json" || fail "over capacity should exit 0"
+grep -q '"within_capacity":false' "$tmp/r4.json" || fail "capacity 8: $(cat "$tmp/r4.json")"
+[ -s "$tmp/out4.csv" ] || fail "no output over capacity"
+
+# Malformed input: non-zero exit and file:line in the message.
+printf 'id,lower,upper,size\n1,0,3,4\n2,5,2,4\n' > "$tmp/bad.csv"
+if "$bin" plan --dsa "$tmp/bad.csv" -o "$tmp/bad.out" 2> "$tmp/err.txt"; then fail "bad CSV accepted"; fi
+grep -qF "bad.csv:3:" "$tmp/err.txt" || fail "no location: $(cat "$tmp/err.txt")"
+printf 'id,lower,upper,size\n1,0,3\n' > "$tmp/short.csv"
+if "$bin" plan --dsa "$tmp/short.csv" -o "$tmp/s.out" 2> "$tmp/err.txt"; then fail "short row accepted"; fi
+grep -qF "short.csv:2:" "$tmp/err.txt" || fail "no location: $(cat "$tmp/err.txt")"
+
+# Usage errors.
+if "$bin" plan --dsa "$tmp/in.csv" 2> "$tmp/err.txt"; then fail "missing --output accepted"; fi
+grep -q -- "--output" "$tmp/err.txt" || fail "usage message: $(cat "$tmp/err.txt")"
+if "$bin" plan --dsa "$tmp/in.csv" -o "$tmp/x.csv" --capacity lots 2> "$tmp/err.txt"; then
+  fail "bad capacity accepted"
+fi
+echo "plan_dsa: ok"

@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include "src/runtime_config.h"
+
+namespace stalloc {
+namespace {
+
+TEST(RuntimeConfig, EmptyGivesDefaults) {
+  RuntimeConfig c = parse_runtime_config("");
+  EXPECT_EQ(c.backend, "auto");
+  EXPECT_EQ(c.mode, PlanMode::Alias);
+  EXPECT_EQ(c.profile_iterations, 1u);
+  EXPECT_EQ(c.small_size, 1u << 20);
+  EXPECT_EQ(c.capacity, 0u);
+  EXPECT_TRUE(c.auto_step);
+  EXPECT_FALSE(c.record_trace);
+}
+
+TEST(RuntimeConfig, ParsesEveryKey) {
+  RuntimeConfig c = parse_runtime_config(
+      "backend:host, mode:windowed,profile_iterations:3,granularity:64KiB,small_size:4096,"
+      "capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
+      "lookahead:4,log:/tmp/stalloc.log");
+  EXPECT_EQ(c.backend, "host");
+  EXPECT_EQ(c.mode, PlanMode::Windowed);
+  EXPECT_EQ(c.profile_iterations, 3u);
+  EXPECT_EQ(c.granularity, 64u * 1024);
+  EXPECT_EQ(c.small_size, 4096u);
+  EXPECT_EQ(c.capacity, 24ull << 30);
+  EXPECT_FALSE(c.auto_step);
+  EXPECT_EQ(c.plan_cache_size, 2u);
+  EXPECT_TRUE(c.record_trace);
+  EXPECT_EQ(c.windows, 16u);
+  EXPECT_EQ(c.lookahead, 4u);
+  EXPECT_EQ(c.log, "/tmp/stalloc.log");
+}
+
+TEST(RuntimeConfig, FormatRoundTrips) {
+  RuntimeConfig c = parse_runtime_config("backend:host,mode:windowed,capacity:1GiB,windows:3");
+  RuntimeConfig again = parse_runtime_config(format_runtime_config(c));
+  EXPECT_EQ(again.backend, "host");
+  EXPECT_EQ(again.mode, PlanMode::Windowed);
+  EXPECT_EQ(again.capacity, 1ull << 30);
+  EXPECT_EQ(again.windows, 3u);
+}
+
+// Each bad string must name the offending key (or the item) in the message.
+struct BadConf {
+  const char* text;
+  const char* mentions;
+};
+
+class RuntimeConfigBad : public testing::TestWithParam<BadConf> {};
+
+TEST_P(RuntimeConfigBad, RaisesConfigErrorNamingTheKey) {
+  try {
+    parse_runtime_config(GetParam().text);
+    FAIL() << "accepted " << GetParam().text;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(GetParam().mentions), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RuntimeConfigBad,
+    testing::Values(BadConf{"backend:tpu", "'backend'"}, BadConf{"backend:tpu", "host, cuda or auto"},
+                    BadConf{"mode:offset", "alias or windowed"},
+                    BadConf{"profile_iterations:-1", "'profile_iterations'"},
+                    BadConf{"profile_iterations:1x", "'profile_iterations'"},
+                    BadConf{"granularity:3000", "power of two"},
+                    BadConf{"granularity:huge", "'granularity'"},
+                    BadConf{"capacity:12QB", "'capacity'"},
+                    BadConf{"auto_step:yes", "true or false"},
+                    BadConf{"plan_cache_size:0", "'plan_cache_size'"},
+                    BadConf{"windows:0", "'windows'"}, BadConf{"log:", "'log'"},
+                    BadConf{"colour:blue", "unknown key 'colour'"},
+                    BadConf{"backend", "expected key:value"},
+                    BadConf{"small_size:1GiB", "'small_size'"}));
+
+}  // namespace
+}  // namespace stalloc

@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "planner/trace.h"
+#include "planner/trace_io.h"
+#include "src/trace_replayer.h"
+#include "tests/runtime/runtime_test_support.h"
+
+namespace stalloc {
+namespace {
+
+using namespace testing_support;
+
+TEST(RuntimeLifecycle, ProfilePlanReplayInAliasMode) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const Trace trace = periodic_trace(6);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, trace, options);
+
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  ASSERT_EQ(r.iterations.size(), 6u);
+  // Iterations 0 (warm-up) and 1 (profiled) run on the dynamic path; the plan of iteration 1
+  // is installed at its end.
+  EXPECT_EQ(r.iterations[0].matches, 0u);
+  EXPECT_EQ(r.iterations[1].matches, 0u);
+  EXPECT_EQ(r.iterations[1].plans_installed, 1u);
+  for (std::size_t i = 2; i < 6; ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration());
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].conflicts, 0u);
+    EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
+  }
+  RuntimeStats s = rt.stats();
+  EXPECT_EQ(s.plan_installs, 1u);
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_GE(s.peak_reserved_bytes, lower_bound_bytes(trace));
+  EXPECT_EQ(s.invalid_frees, 0u);
+}
+
+TEST(RuntimeLifecycle, WindowedModeMapsAroundUseAndKeepsData) {
+  auto driver = host_driver();
+  Runtime rt(test_config("mode:windowed,windows:4"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, periodic_trace(6), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  ASSERT_EQ(r.iterations.size(), 6u);
+  for (std::size_t i = 2; i < 6; ++i) {
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration());
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+  }
+  // Windowed mode changes mappings every iteration, and the same number each steady one.
+  EXPECT_GT(r.iterations[4].vmm_calls, 0u);
+  EXPECT_EQ(r.iterations[4].vmm_calls, r.iterations[5].vmm_calls);
+}
+
+TEST(RuntimeLifecycle, NoPlanBeforeProfilingEnds) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:4"), *driver);
+  ReplayResult r = replay_trace(rt, periodic_trace(4), {});
+  EXPECT_EQ(rt.stats().plan_installs, 0u);
+  for (const auto& it : r.iterations) EXPECT_EQ(it.matches, 0u);
+}
+
+TEST(RuntimeLifecycle, SavedTraceHoldsTheProfiledIterations) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  replay_trace(rt, periodic_trace(4), {});
+  const std::string path = ::testing::TempDir() + "/runtime_saved.trace";
+  rt.save_trace(path);
+  Trace saved = read_trace(path);
+  EXPECT_EQ(validate_trace(saved), "");
+  std::uint64_t allocations = 0;
+  std::uint32_t last_iteration = 0;
+  for (const Event& e : saved.events) {
+    allocations += e.kind == EventKind::Alloc;
+    last_iteration = std::max(last_iteration, e.iteration);
+  }
+  // Warm-up and the profiled iteration; the weights of iteration 0 stay live.
+  EXPECT_EQ(last_iteration, 1u);
+  EXPECT_EQ(allocations, 3 + 2 * allocations_per_iteration());
+
+  const std::string snapshot = rt.snapshot_pickle();
+  ASSERT_GT(snapshot.size(), 2u);
+  EXPECT_EQ(snapshot.substr(0, 2), std::string("\x80\x02"));
+  EXPECT_NE(snapshot.find("device_traces"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stalloc

@@ -1,0 +1,160 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "src/trace_replayer.h"
+#include "tests/runtime/runtime_test_support.h"
+
+namespace stalloc {
+namespace {
+
+using namespace testing_support;
+
+// Iteration 3 has one request the plan lacks (an extra tensor) and lacks one it has (a
+// temporary): the extra is served dynamically, matching looks ahead past the missing one, and
+// every other request still gets its slot.
+TEST(RuntimeMatching, ResynchronisesAfterAnExtraAndAMissingRequest) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int i = 0; i < 6; ++i) {
+    if (i == 3) {
+      std::uint64_t a0 = b.alloc(2 * kG + 4096);
+      std::uint64_t extra = b.alloc(12345);
+      b.free(extra);
+      b.free(b.alloc(kG / 2 + 64));
+      std::uint64_t a1 = b.alloc(2 * kG + 4096 + 512);
+      // The temporary after a1 is missing.
+      std::uint64_t g1 = b.alloc(kG + 1000, 0, 1);
+      b.free(a1);
+      b.free(g1);
+      std::uint64_t g0 = b.alloc(kG + 1000, 0, 1);
+      b.free(a0);
+      b.free(g0);
+      std::uint64_t s1 = b.alloc(256);
+      std::uint64_t s2 = b.alloc(4);
+      b.free(s1);
+      b.free(s2);
+    } else {
+      add_training_iteration(b, 2 * kG + 4096, 2);
+    }
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  ASSERT_EQ(r.iterations.size(), 6u);
+  const std::uint64_t per_iteration = allocations_per_iteration(2);
+  EXPECT_EQ(r.iterations[2].matches, per_iteration);
+  EXPECT_EQ(r.iterations[3].misses, 1u);
+  EXPECT_EQ(r.iterations[3].matches, per_iteration - 1);
+  EXPECT_EQ(r.iterations[4].matches, per_iteration);
+  EXPECT_EQ(r.iterations[4].misses, 0u);
+  EXPECT_EQ(r.iterations[5].matches, per_iteration);
+}
+
+// Variable sequence length: two signatures alternate. Each is planned once it has been seen
+// after profiling, and served from its own plan from its next occurrence on.
+TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int i = 0; i < 8; ++i) {
+    add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(rt.stats().plans_installed, 2u);
+  ASSERT_EQ(r.iterations.size(), 8u);
+  // Iteration 1 (B) is planned at its end, iteration 2 (A) at its end. In iteration 2 only
+  // the requests whose sizes A and B share can match B's plan.
+  EXPECT_EQ(r.iterations[2].misses, 3u);
+  for (std::size_t i = 3; i < 8; ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
+  }
+}
+
+TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
+  TraceBuilder b;
+  for (int i = 0; i < 8; ++i) {
+    add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,plan_cache_size:1"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  EXPECT_EQ(rt.stats().plans_installed, 1u);
+  EXPECT_GE(rt.stats().plan_installs, 2u);
+}
+
+// An alias plan needing more live mappings than the driver allows is planned again windowed.
+TEST(RuntimeMatching, AliasPlanOverTheMappingLimitFallsBackToWindowed) {
+  const Trace trace = periodic_trace(6, 2 * kG + 4096, 8);
+  // What alias mode keeps mapped once the tensors are gone: the plan's mappings and the slab.
+  std::size_t alias_mappings = 0;
+  {
+    auto driver = host_driver();
+    Runtime rt(test_config("profile_iterations:1"), *driver);
+    replay_trace(rt, trace, {});
+    ASSERT_EQ(rt.stats().plan_failures, 0u);
+    alias_mappings = driver->counters().live_mappings;
+  }
+  auto driver = host_driver(0, alias_mappings - 1);
+  Runtime rt(test_config("profile_iterations:1,windows:8"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, trace, options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  RuntimeStats s = rt.stats();
+  EXPECT_EQ(s.plan_failures, 1u);
+  EXPECT_EQ(s.plan_installs, 1u);
+  EXPECT_EQ(r.iterations[5].matches, allocations_per_iteration(8));
+  EXPECT_GT(r.iterations[5].vmm_calls, 0u);
+}
+
+// A tensor of the previous iteration still holding its slot's chunks (freed late) must not be
+// overwritten: the new request for that slot is served dynamically.
+TEST(RuntimeMatching, OccupiedChunksAreNeverHandedOutTwice) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:0"), *driver);
+  const int device = 0;
+  auto run_iteration = [&](bool keep_first) {
+    void* a = rt.malloc(2 * kG, device, 0);
+    void* b = rt.malloc(2 * kG, device, 0);
+    std::memset(a, 0x5a, 64);
+    rt.free(b, 2 * kG, device, 0);
+    if (!keep_first) rt.free(a, 2 * kG, device, 0);
+    return a;
+  };
+  run_iteration(false);
+  rt.step();
+  rt.wait_for_planning();
+  ASSERT_EQ(rt.stats().plan_installs, 1u);
+  void* kept = run_iteration(true);
+  rt.step();
+  void* again = rt.malloc(2 * kG, device, 0);
+  EXPECT_NE(again, kept);
+  std::memset(again, 0x11, 2 * kG);
+  EXPECT_EQ(static_cast<unsigned char*>(kept)[0], 0x5a);
+  EXPECT_GE(rt.stats().conflicts, 1u);
+  rt.free(again, 2 * kG, device, 0);
+  rt.free(kept, 2 * kG, device, 0);
+  EXPECT_EQ(rt.stats().allocated_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace stalloc

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/runtime/runtime_test_support.h"
+
+namespace stalloc {
+namespace {
+
+using namespace testing_support;
+
+TEST(RuntimeOom, ReturnsNullptrWithTheReasonAndKeepsServing) {
+  auto driver = host_driver();
+  Runtime rt(test_config("capacity:" + std::to_string(4 * kG)), *driver);
+  void* big = rt.malloc(10 * kG, 0, 0);
+  EXPECT_EQ(big, nullptr);
+  RuntimeStats s = rt.stats();
+  EXPECT_EQ(s.ooms, 1u);
+  EXPECT_EQ(s.last_oom.requested_bytes, 10 * kG);
+  EXPECT_EQ(s.last_oom.capacity_bytes, 4 * kG);
+  EXPECT_LE(s.last_oom.reserved_bytes, 4 * kG);
+  EXPECT_NE(s.last_oom.reason.find("capacity"), std::string::npos) << s.last_oom.reason;
+  EXPECT_LE(s.reserved_bytes, 4 * kG);
+
+  void* a = rt.malloc(2 * kG, 0, 0);
+  void* b = rt.malloc(kG, 0, 0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::memset(a, 1, 2 * kG);
+  EXPECT_EQ(rt.malloc(2 * kG, 0, 0), nullptr);
+  rt.free(a, 2 * kG, 0, 0);
+  void* c = rt.malloc(2 * kG, 0, 0);
+  EXPECT_NE(c, nullptr);
+  rt.free(b, kG, 0, 0);
+  rt.free(c, 2 * kG, 0, 0);
+  EXPECT_EQ(rt.stats().ooms, 2u);
+  EXPECT_EQ(rt.stats().allocated_bytes, 0u);
+}
+
+TEST(RuntimeOom, DriverOutOfMemoryIsReportedToo) {
+  auto driver = host_driver(3 * kG);
+  Runtime rt(test_config(""), *driver);
+  EXPECT_EQ(rt.malloc(4 * kG, 0, 0), nullptr);
+  EXPECT_NE(rt.stats().last_oom.reason.find("cuMemCreate"), std::string::npos)
+      << rt.stats().last_oom.reason;
+  void* p = rt.malloc(kG, 0, 0);
+  EXPECT_NE(p, nullptr);
+  rt.free(p, kG, 0, 0);
+}
+
+TEST(RuntimeOom, MemoryFractionLowersTheCapacity) {
+  auto driver = host_driver();
+  Runtime rt(test_config("capacity:" + std::to_string(8 * kG)), *driver);
+  rt.set_memory_fraction(0.5);
+  EXPECT_EQ(rt.malloc(5 * kG, 0, 0), nullptr);
+  EXPECT_EQ(rt.stats().last_oom.capacity_bytes, 4 * kG);
+  EXPECT_THROW(rt.set_memory_fraction(1.5), UsageError);
+}
+
+TEST(RuntimeOom, AnotherDeviceIsRefused) {
+  auto driver = host_driver();
+  Runtime rt(test_config(""), *driver);
+  EXPECT_EQ(rt.malloc(kG, 3, 0), nullptr);
+  EXPECT_NE(rt.stats().last_oom.reason.find("device 3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stalloc

@@ -1,0 +1,75 @@
+#include "tests/runtime/runtime_test_support.h"
+
+#include <algorithm>
+
+#include "vmm/host_driver.h"
+
+namespace stalloc::testing_support {
+
+std::uint64_t TraceBuilder::alloc(std::uint64_t size, std::uint32_t stream, std::uint16_t thread) {
+  Event e;
+  e.kind = EventKind::Alloc;
+  e.id = next_id_++;
+  e.size = size;
+  e.stream = stream;
+  e.iteration = iteration_;
+  e.thread = thread;
+  trace_.events.push_back(e);
+  live_.push_back(e);
+  return e.id;
+}
+
+void TraceBuilder::free(std::uint64_t id) {
+  auto it = std::find_if(live_.begin(), live_.end(), [&](const Event& e) { return e.id == id; });
+  Event e = *it;
+  live_.erase(it);
+  e.kind = EventKind::Free;
+  e.iteration = iteration_;
+  trace_.events.push_back(e);
+}
+
+void add_training_iteration(TraceBuilder& b, std::uint64_t act, int layers) {
+  std::vector<std::uint64_t> acts;
+  for (int l = 0; l < layers; ++l) {
+    acts.push_back(b.alloc(act + static_cast<std::uint64_t>(l) * 512));
+    b.free(b.alloc(kG / 2 + 64));
+  }
+  for (int l = layers - 1; l >= 0; --l) {
+    std::uint64_t grad = b.alloc(kG + 1000, 0, 1);
+    b.free(acts[static_cast<std::size_t>(l)]);
+    b.free(grad);
+  }
+  std::uint64_t a = b.alloc(256);
+  std::uint64_t c = b.alloc(4);
+  b.free(a);
+  b.free(c);
+}
+
+std::uint64_t allocations_per_iteration(int layers) {
+  return static_cast<std::uint64_t>(3 * layers + 2);
+}
+
+Trace periodic_trace(int iterations, std::uint64_t act, int layers) {
+  TraceBuilder b;
+  for (int w = 0; w < 3; ++w) b.alloc(3 * kG + 100);
+  for (int i = 0; i < iterations; ++i) {
+    add_training_iteration(b, act, layers);
+    b.next_iteration();
+  }
+  return b.trace();
+}
+
+std::unique_ptr<vmm::Driver> host_driver(std::size_t max_bytes, std::size_t max_mappings) {
+  vmm::HostDriverOptions o;
+  o.granularity = kG;
+  o.max_bytes = max_bytes;
+  o.max_mappings = max_mappings;
+  return vmm::make_host_driver(o);
+}
+
+RuntimeConfig test_config(const std::string& conf) {
+  // Later keys override earlier ones.
+  return parse_runtime_config("backend:host,auto_step:false," + conf);
+}
+
+}  // namespace stalloc::testing_support

@@ -1,0 +1,44 @@
+// Hand-made training-like traces and runtimes on the host backend for the runtime tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/trace.h"
+#include "src/allocator.h"
+#include "vmm/driver.h"
+
+namespace stalloc::testing_support {
+
+// Small chunks keep the tests fast and let them use many chunks.
+inline constexpr std::uint64_t kG = 64 * 1024;
+
+class TraceBuilder {
+ public:
+  std::uint64_t alloc(std::uint64_t size, std::uint32_t stream = 0, std::uint16_t thread = 0);
+  void free(std::uint64_t id);
+  void next_iteration() { ++iteration_; }
+  const Trace& trace() const { return trace_; }
+
+ private:
+  Trace trace_;
+  std::uint32_t iteration_ = 0;
+  std::uint64_t next_id_ = 0;
+  std::vector<Event> live_;
+};
+
+// One training iteration: forward keeps `layers` activations (size act + layer), each with a
+// temporary freed at once; backward (thread 1) frees them in reverse with a gradient each; the
+// optimizer makes two small requests. Iteration 0 also allocates persistent weights.
+void add_training_iteration(TraceBuilder& b, std::uint64_t act, int layers = 4);
+Trace periodic_trace(int iterations, std::uint64_t act = 2 * kG + 4096, int layers = 4);
+
+std::unique_ptr<vmm::Driver> host_driver(std::size_t max_bytes = 0, std::size_t max_mappings = 0);
+RuntimeConfig test_config(const std::string& conf = "");
+
+// Allocations per iteration (iteration > 0) of add_training_iteration.
+std::uint64_t allocations_per_iteration(int layers = 4);
+
+}  // namespace stalloc::testing_support

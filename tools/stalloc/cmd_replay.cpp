@@ -1,0 +1,176 @@
+// `stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify] [--conf CONF]
+// [--json]`: runs the real runtime allocator (src/allocator.h) through a trace's requests and
+// reports what it reserved against the trace's lower bound.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/json.h"
+#include "common/units.h"
+#include "planner/chunk_plan.h"
+#include "planner/trace_io.h"
+#include "src/allocator.h"
+#include "src/trace_replayer.h"
+#include "tools/stalloc/command.h"
+
+namespace stalloc::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify]\n"
+    "                      [--conf STALLOC_CONF] [--json] [--snapshot OUT.pickle]\n"
+    "                      [--save-trace OUT]\n\n"
+    "Runs the runtime allocator through the trace: a step() at each iteration boundary,\n"
+    "backward requests (thread 1) from a second thread in the trace's order. Background\n"
+    "planning is waited for at each boundary, so results are deterministic.\n"
+    "  --plan PLAN     install this plan (stalloc plan) before the first request\n"
+    "  --backend B     VMM backend (default host); overrides backend in --conf\n"
+    "  --verify        write a pattern into each allocation (first and last 64 bytes and 64\n"
+    "                  bytes per MiB) and check it before the free; exit 1 on a mismatch\n"
+    "  --conf CONF     STALLOC_CONF settings (docs/runtime.md)\n"
+    "  --json          machine-readable output\n"
+    "  --snapshot OUT  write a PyTorch memory snapshot (pytorch.org/memory_viz) at the end\n"
+    "  --save-trace OUT  write the trace the runtime recorded (profiled iterations)";
+
+struct Summary {
+  std::uint64_t lower_bound = 0;
+  RuntimeStats stats;
+  ReplayResult result;
+  double utilization = 0;
+  double vmm_ops_per_iteration = 0;
+  std::uint64_t steady_iterations = 0;
+  double ns_per_malloc_median = 0;
+};
+
+// Steady state: the iterations after the last one that installed a plan.
+void steady_state(Summary& s) {
+  const auto& its = s.result.iterations;
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < its.size(); ++i) {
+    if (its[i].plans_installed > 0) first = i + 1;
+  }
+  if (first >= its.size()) first = its.empty() ? 0 : its.size() - 1;
+  std::uint64_t calls = 0;
+  for (std::size_t i = first; i < its.size(); ++i) calls += its[i].vmm_calls;
+  s.steady_iterations = its.size() - first;
+  s.vmm_ops_per_iteration =
+      s.steady_iterations == 0 ? 0.0 : static_cast<double>(calls) / static_cast<double>(s.steady_iterations);
+}
+
+void print_json(const Summary& s) {
+  JsonWriter w(std::cout);
+  w.begin_object();
+  w.field("lower_bound_bytes", s.lower_bound);
+  w.field("peak_reserved_bytes", s.stats.peak_reserved_bytes);
+  w.field("peak_allocated_bytes", s.stats.peak_allocated_bytes);
+  w.field("utilization", s.utilization);
+  w.field("matched", s.stats.matches);
+  w.field("mismatched", s.stats.misses + s.stats.conflicts);
+  w.field("unplanned", s.stats.unplanned);
+  w.field("plan_installs", s.stats.plan_installs);
+  w.field("iterations", static_cast<std::uint64_t>(s.result.iterations.size()));
+  w.field("steady_iterations", s.steady_iterations);
+  w.field("vmm_ops_per_iteration", s.vmm_ops_per_iteration);
+  w.field("verify_errors", s.result.verify_errors);
+  w.field("failed_allocations", s.result.failed_allocations);
+  w.field("ooms", s.stats.ooms);
+  w.field("stream_waits", s.stats.stream_waits);
+  w.field("plan_failures", s.stats.plan_failures);
+  w.field("last_plan_error", s.stats.last_plan_error);
+  w.field("ns_per_malloc_median", s.ns_per_malloc_median);
+  w.end_object();
+  std::cout << "\n";
+}
+
+void print_text(const Summary& s) {
+  std::printf("lower bound      %s\n", format_bytes(s.lower_bound).c_str());
+  std::printf("peak reserved    %s\n", format_bytes(s.stats.peak_reserved_bytes).c_str());
+  std::printf("peak allocated   %s\n", format_bytes(s.stats.peak_allocated_bytes).c_str());
+  std::printf("utilization      %.2f%%\n", 100.0 * s.utilization);
+  std::printf("matched          %llu\n", static_cast<unsigned long long>(s.stats.matches));
+  std::printf("mismatched       %llu\n",
+              static_cast<unsigned long long>(s.stats.misses + s.stats.conflicts));
+  std::printf("plan installs    %llu\n", static_cast<unsigned long long>(s.stats.plan_installs));
+  std::printf("vmm ops/iter     %.1f (steady state, %llu iterations)\n", s.vmm_ops_per_iteration,
+              static_cast<unsigned long long>(s.steady_iterations));
+  std::printf("verify errors    %llu\n", static_cast<unsigned long long>(s.result.verify_errors));
+  std::printf("failed allocs    %llu\n",
+              static_cast<unsigned long long>(s.result.failed_allocations));
+  std::printf("malloc median    %.0f ns\n", s.ns_per_malloc_median);
+  if (!s.stats.last_plan_error.empty()) {
+    std::printf("last plan error  %s\n", s.stats.last_plan_error.c_str());
+  }
+  if (!s.stats.last_oom.reason.empty()) {
+    std::printf("last OOM         %s for %s\n", s.stats.last_oom.reason.c_str(),
+                format_bytes(s.stats.last_oom.requested_bytes).c_str());
+  }
+}
+
+int run_replay(const std::vector<std::string>& raw) {
+  Args args(raw);
+  const bool json = args.flag("--json");
+  const bool verify = args.flag("--verify");
+  std::string plan_path, backend = "host", conf;
+  const bool have_plan = args.option("--plan", &plan_path);
+  const bool have_backend = args.option("--backend", &backend);
+  args.option("--conf", &conf);
+  std::string snapshot_path, saved_trace_path;
+  const bool snapshot = args.option("--snapshot", &snapshot_path);
+  const bool save = args.option("--save-trace", &saved_trace_path);
+  const std::vector<std::string> pos = args.positionals();
+  if (pos.size() != 1) throw UsageError("expected one TRACE\n" + std::string(kUsage));
+
+  RuntimeConfig config = parse_runtime_config(conf);
+  if (have_backend || conf.find("backend") == std::string::npos) config.backend = backend;
+
+  const Trace trace = read_trace(pos[0]);
+  if (std::string problem = validate_trace(trace); !problem.empty()) {
+    throw UsageError(pos[0] + ": malformed trace: " + problem);
+  }
+  Runtime runtime(config);
+  if (have_plan) {
+    ChunkPlan plan = read_plan(plan_path);
+    require_plan_matches(plan, signature_of(trace, plan.iteration));
+    runtime.add_plan(std::move(plan));
+  }
+  ReplayOptions options;
+  options.verify = verify;
+  options.time_mallocs = true;
+  Summary s;
+  s.result = replay_trace(runtime, trace, options);
+  s.stats = runtime.stats();
+  if (snapshot) runtime.save_snapshot(snapshot_path);
+  if (save) runtime.save_trace(saved_trace_path);
+  s.lower_bound = lower_bound_bytes(trace);
+  s.utilization = s.stats.peak_reserved_bytes == 0
+                      ? 1.0
+                      : static_cast<double>(s.lower_bound) /
+                            static_cast<double>(s.stats.peak_reserved_bytes);
+  steady_state(s);
+  std::vector<std::uint64_t>& ns = s.result.malloc_ns;
+  if (!ns.empty()) {
+    std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(ns.size() / 2), ns.end());
+    s.ns_per_malloc_median = static_cast<double>(ns[ns.size() / 2]);
+  }
+  if (json) {
+    print_json(s);
+  } else {
+    print_text(s);
+  }
+  if (verify && !runtime.driver().host_accessible()) {
+    std::cerr << "stalloc replay: the " << runtime.driver().name()
+              << " backend is not host-accessible: --verify checked nothing\n";
+  }
+  return s.result.verify_errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+STALLOC_COMMAND(Command{"replay", "run the runtime allocator through a trace and measure it",
+                        kUsage, run_replay});
+
+}  // namespace stalloc::cli
