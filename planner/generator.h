@@ -61,6 +61,13 @@ struct GeneratorConfig {
   // --overlap-grad-reduce); with it Megatron uses max(40M, 1M * dp). The distributed optimizer
   // gives each data-parallel rank 1/dp of every bucket.
   std::uint64_t grad_bucket_elems = 0;
+  // The cuBLAS workspace PyTorch takes from its caching allocator at the first GEMM of each
+  // (handle, stream), kept for the run: the default CUBLAS_WORKSPACE_CONFIG :4096:2:16:8 is
+  // 2 x 4 MiB + 8 x 16 KiB. Forward and backward run on different threads, hence handles.
+  std::uint64_t cublas_workspace = 8519680;
+  // The data loader builds the [b, 1, s, s] bool causal mask even when flash attention ignores
+  // it (Megatron's --create-attention-mask-in-dataloader default); off: only without flash.
+  bool attention_mask_in_dataloader = true;
 
   // Memory-saving techniques.
   RecomputeKind recompute = RecomputeKind::None;

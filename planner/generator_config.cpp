@@ -130,6 +130,8 @@ const std::vector<Field>& fields() {
       STALLOC_BOOL_FIELD("comm-stream", comm_stream),
       STALLOC_BOOL_FIELD("lazy-adam-state", lazy_adam_state),
       STALLOC_U64_FIELD("grad-bucket-elems", grad_bucket_elems),
+      STALLOC_U64_FIELD("cublas-workspace", cublas_workspace),
+      STALLOC_BOOL_FIELD("attention-mask-in-dataloader", attention_mask_in_dataloader),
       Field{"recompute",
             [](GeneratorConfig& c, std::string_view v) {
               if (v == "none") c.recompute = RecomputeKind::None;

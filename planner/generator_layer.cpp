@@ -6,6 +6,8 @@
 // node that saved it has run. docs/workloads.md has the table.
 #include "planner/generator_model.h"
 
+#include <algorithm>
+
 namespace stalloc::gen {
 
 namespace {
@@ -93,6 +95,36 @@ void ModelEmitter::norm_forward(Tensor* out, Tensor* mean, Tensor* rstd) {
   *rstd = b_.alloc(d_.norm_stat);
 }
 
+void ModelEmitter::cublas_workspace() {
+  const std::uint16_t thread = b_.scope().thread;
+  if (cfg_.cublas_workspace == 0 ||
+      std::find(cublas_threads_.begin(), cublas_threads_.end(), thread) != cublas_threads_.end()) {
+    return;
+  }
+  cublas_threads_.push_back(thread);
+  b_.alloc(cfg_.cublas_workspace);  // kept by PyTorch's handle pool, never freed
+}
+
+Tensor ModelEmitter::rotary_frequencies() {
+  const std::uint64_t s = d_.s, half = d_.head_dim / 2;
+  Tensor positions = b_.alloc(s * kFp32);  // arange(s)
+  Tensor shifted = b_.alloc(s * kFp32);    // + offset
+  b_.free(positions);
+  Tensor freqs = b_.alloc(s * half * kFp32);  // outer(positions, inv_freq)
+  Tensor emb = b_.alloc(s * 2 * half * kFp32);  // cat((freqs, freqs), -1)
+  b_.free(shifted);
+  b_.free(freqs);
+  return emb;
+}
+
+Tensor ModelEmitter::biased_linear_output(std::uint64_t bytes) {
+  Tensor out = b_.alloc(bytes);
+  if (!cfg_.bias) return out;
+  Tensor sum = b_.alloc(bytes);
+  b_.free(out);
+  return sum;
+}
+
 void ModelEmitter::norm_weight_grads() {
   b_.transient(params_.norm * kBf16);
   b_.transient(params_.norm_b * kBf16);
@@ -151,8 +183,19 @@ AttentionCore ModelEmitter::attention_forward(bool grad) {
     if (!grad) b_.free(x);
   };
   if (cfg_.flash_attention) {
-    c.out = b_.alloc(d_.q);
+    // Megatron's ParallelAttention with --use-flash-attn: rearrange Q, K, V from [s, b, ...] to
+    // contiguous [b, s, ...] copies, run flash_attn (which saves them, its output and the
+    // log-sum-exp), then rearrange the output back into a contiguous [s, b, h/t] context.
+    c.q = b_.alloc(d_.q);
+    c.k = b_.alloc(d_.kv);
+    c.v = b_.alloc(d_.kv);
+    c.flash_out = b_.alloc(d_.q);
     c.lse = b_.alloc(d_.lse);
+    c.out = b_.alloc(d_.q);
+    done(c.q);
+    done(c.k);
+    done(c.v);
+    done(c.flash_out);
     done(c.lse);
     return c;
   }
@@ -176,6 +219,10 @@ AttentionCore ModelEmitter::attention_forward(bool grad) {
 Tensor ModelEmitter::attention_backward(AttentionCore& c, LayerSaved& L, Tensor& d_out, bool free_out) {
   Tensor dq = 0, dk = 0, dv = 0;
   if (cfg_.flash_attention) {
+    // The context gradient reaches flash_attn as a permuted view: it makes it contiguous.
+    Tensor d_flash_out = b_.alloc(d_.q);
+    b_.free(d_out);
+    if (free_out) b_.free(c.out);
     dq = b_.alloc(d_.q);
     dk = b_.alloc(d_.kv);
     dv = b_.alloc(d_.kv);
@@ -190,9 +237,12 @@ Tensor ModelEmitter::attention_backward(AttentionCore& c, LayerSaved& L, Tensor&
     }
     b_.free(dq_accum);
     b_.free(softmax_d);
+    b_.free(d_flash_out);
+    b_.free(c.q);
+    b_.free(c.k);
+    b_.free(c.v);
+    b_.free(c.flash_out);
     b_.free(c.lse);
-    if (free_out) b_.free(c.out);
-    b_.free(d_out);
   } else {
     Tensor d_dropped = b_.alloc(d_.scores);  // bmm backward: grad of the probabilities
     dv = b_.alloc(d_.kv);
@@ -243,20 +293,29 @@ LayerSaved ModelEmitter::layer_forward(Tensor x, bool owns_input, std::int32_t l
   done(L.ln1_mean);
   done(L.ln1_rstd);
   gather_input();
-  L.qkv = b_.alloc(d_.qkv);
+  cublas_workspace();
+  L.qkv = biased_linear_output(d_.qkv);
   if (cfg_.rope) {  // rotary embedding of Q and K: new tensors, V stays a view of the QKV output
     L.q_rot = b_.alloc(d_.q);
     L.k_rot = b_.alloc(d_.kv);
   }
 
-  const bool selective = cfg_.recompute == RecomputeKind::Selective;
+  // Megatron checkpoints only the non-flash core attention under selective recompute.
+  const bool selective = cfg_.recompute == RecomputeKind::Selective && !cfg_.flash_attention;
   L.core = attention_forward(grad && !selective);
   Tensor proj = row_parallel_output();
-  // Attention.forward returns: without autograd its locals (Q, K, V, the context) die here.
+  // Attention.forward returns: without autograd its locals (Q, K, V, the context) die here;
+  // with flash attention nothing saved the [s, b] Q, K, V (flash keeps its own copies).
   done(L.core.out);
-  done(L.q_rot);
-  done(L.k_rot);
-  done(L.qkv);
+  if (cfg_.flash_attention) {
+    b_.free(L.q_rot);
+    b_.free(L.k_rot);
+    b_.free(L.qkv);
+  } else {
+    done(L.q_rot);
+    done(L.k_rot);
+    done(L.qkv);
+  }
 
   // Fused bias-dropout-add: the dropout mask and the residual sum.
   if (cfg_.dropout) {
@@ -274,8 +333,17 @@ LayerSaved ModelEmitter::layer_forward(Tensor x, bool owns_input, std::int32_t l
     mlp_out = moe_forward(L.moe, grad, layer);
   } else {
     gather_input();
-    L.fc1 = b_.alloc(d_.fc1);
-    L.act = b_.alloc(d_.act);
+    if (cfg_.swiglu) {
+      // fc1 skips its bias add, ParallelMLP adds it as a new tensor, then silu(x0) * x1 on the
+      // two halves (views): silu's input keeps the whole sum alive, the product saves silu(x0).
+      L.fc1 = biased_linear_output(d_.fc1);
+      L.silu = b_.alloc(d_.act);
+      L.act = b_.alloc(d_.act);
+      done(L.silu);
+    } else {  // the fused bias-GeLU takes the GEMM output and the bias
+      L.fc1 = b_.alloc(d_.fc1);
+      L.act = b_.alloc(d_.act);
+    }
     done(L.fc1);
     mlp_out = row_parallel_output();
     done(L.act);
@@ -295,6 +363,7 @@ LayerSaved ModelEmitter::layer_forward(Tensor x, bool owns_input, std::int32_t l
 
 Tensor ModelEmitter::layer_backward(LayerSaved& L, Tensor dy, bool owns_dy) {
   b_.scope().layer = L.layer;
+  cublas_workspace();
   // Second bias-dropout-add: the residual path passes dy on unchanged, the dropout path
   // multiplies it by the mask.
   Tensor d_mlp = dy;
@@ -316,9 +385,25 @@ Tensor ModelEmitter::layer_backward(LayerSaved& L, Tensor dy, bool owns_dy) {
     b_.free(L.act);
     if (g_full) b_.free(g_full);
     else if (owns_d_mlp) b_.free(d_mlp);
-    Tensor d_fc1 = b_.alloc(d_.fc1);
-    b_.free(L.fc1);
-    b_.free(d_act);
+    Tensor d_fc1 = 0;
+    if (cfg_.swiglu) {
+      // The product's backward (d_act * x1, d_act * silu), silu's backward, then the chunk's
+      // backward concatenates the two halves' gradients.
+      Tensor d_silu = b_.alloc(d_.act);
+      Tensor d_x1 = b_.alloc(d_.act);
+      b_.free(L.silu);
+      b_.free(d_act);
+      Tensor d_x0 = b_.alloc(d_.act);
+      b_.free(d_silu);
+      d_fc1 = b_.alloc(d_.fc1);
+      b_.free(d_x0);
+      b_.free(d_x1);
+      b_.free(L.fc1);
+    } else {
+      d_fc1 = b_.alloc(d_.fc1);
+      b_.free(L.fc1);
+      b_.free(d_act);
+    }
     d_ln2 = column_parallel_backward(params_.fc1_w, params_.fc1_b);
     b_.free(L.ln2);
     b_.free(d_fc1);
@@ -345,7 +430,7 @@ Tensor ModelEmitter::layer_backward(LayerSaved& L, Tensor dy, bool owns_dy) {
   else if (owns_d_proj) b_.free(d_proj);
 
   Tensor d_qkv = 0;
-  if (cfg_.recompute == RecomputeKind::Selective) {
+  if (cfg_.recompute == RecomputeKind::Selective && !cfg_.flash_attention) {
     // The checkpointed attention core runs again with autograd on, then its backward.
     b_.free(L.core.out);
     AttentionCore again = attention_forward(true);

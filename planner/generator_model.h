@@ -59,6 +59,8 @@ struct ParamSizes {
 
 struct AttentionCore {
   Tensor probs = 0, mask = 0, probs_dropped = 0, lse = 0;
+  // Flash attention: Q, K, V copied to [b, s, heads, d] and the kernel's output in that layout.
+  Tensor q = 0, k = 0, v = 0, flash_out = 0;
   Tensor out = 0;  // the context [s, b, a/t, d]: input of the output projection
 };
 
@@ -86,6 +88,7 @@ struct LayerSaved {
   AttentionCore core;
   Tensor mask1 = 0, res1 = 0, ln2 = 0, ln2_mean = 0, ln2_rstd = 0;
   Tensor fc1 = 0, act = 0, mask2 = 0;
+  Tensor silu = 0;  // SwiGLU's silu(x0), saved by the product with x1
   MoeSaved moe;
 };
 
@@ -105,11 +108,13 @@ struct StageState {
   std::uint64_t chunk = 0;
   std::uint64_t microbatch = 0;
   Tensor tokens = 0, loss_mask = 0;  // batch tensors autograd keeps
+  Tensor attention_mask = 0;  // kept by every layer's checkpoint under full recompute
   EmbeddingSaved embedding;
   std::vector<LayerSaved> layers;
   HeadSaved head;
   Tensor output = 0;  // last layer's output, or the loss on the last stage
   Tensor reported_loss = 0;  // the loss kept for logging until the iteration ends
+  Tensor rotary = 0;  // the step's rotary frequencies, saved by every layer's checkpoint or RoPE
 };
 
 class ModelEmitter {
@@ -159,6 +164,14 @@ class ModelEmitter {
   Tensor head_backward(StageState& st);
 
   void norm_forward(Tensor* out, Tensor* mean, Tensor* rstd);
+  // Called before a GEMM: the calling thread's cuBLAS workspace on its first GEMM of the run.
+  void cublas_workspace();
+  // RotaryEmbedding.forward for the step: arange, outer product, cat; the [s, 1, 1, d] fp32
+  // result is returned.
+  Tensor rotary_frequencies();
+  // A column-parallel linear's output: the GEMM result, and with a bias the sum as a new
+  // tensor (the GEMM result dies once the add has run).
+  Tensor biased_linear_output(std::uint64_t bytes);
   void norm_weight_grads();
   // A column-parallel linear's input under sequence parallelism is all-gathered into
   // Megatron's global memory buffer: allocated once, replaced only when it must grow.
@@ -183,6 +196,7 @@ class ModelEmitter {
   std::uint64_t layers_per_chunk_ = 0;
   std::vector<std::uint64_t> optimizer_numels_;  // elements of each optimizer parameter, in step order
   Tensor gather_buffer_ = 0;
+  std::vector<std::uint16_t> cublas_threads_;  // threads whose workspace exists
   std::uint64_t gather_capacity_ = 0;
 };
 

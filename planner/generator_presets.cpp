@@ -54,55 +54,67 @@ const std::vector<Preset>& table() {
          c.sequence_parallel = true;
          c.iterations = 3;
        }},
+      // The three presets below are the configurations of STAlloc's artifact scripts
+      // (example/llama/ZR.sh, V.sh, example/gpt2/ZR.sh: Megatron-LM core_r0.8.0 legacy models,
+      // bf16, flash attention, --no-gradient-accumulation-fusion). They keep Megatron's defaults
+      // the scripts do not override: biased linear layers (no --disable-bias-linear) and hidden
+      // dropout 0.1 (flash attention draws its attention dropout inside the kernel).
       {{"llama7b-tp2pp2-r",
-        "Llama-7B, seq 4096, MBS 4, 8 micro-batches, full recompute, TP2+SP PP2 DP2"},
+        "Llama-7B, seq 4096, MBS 4, 16 micro-batches, full recompute, TP2+SP PP2 DP2, distributed optimizer"},
        [](GeneratorConfig& c) {
          c = llama7b();
+         c.bias = true;
+         c.dropout = true;
          c.seq_len = 4096;
          c.micro_batch = 4;
          c.dp = 2;
-         c.global_batch = 64;
+         c.global_batch = 128;
          c.tp = 2;
          c.pp = 2;
          c.sequence_parallel = true;
          c.recompute = RecomputeKind::Full;
        }},
       {{"llama7b-tp4pp2vpp2",
-        "Llama-7B, seq 4096, MBS 1, 16 micro-batches, interleaved TP4+SP PP2 VPP2, no recompute"},
+        "Llama-7B, seq 4096, MBS 4, 32 micro-batches, interleaved TP4+SP PP2 VPP2, no recompute"},
        [](GeneratorConfig& c) {
          c = llama7b();
+         c.bias = true;
+         c.dropout = true;
+         c.distributed_optimizer = false;  // V.sh does not pass --use-distributed-optimizer
          c.seq_len = 4096;
-         c.micro_batch = 1;
+         c.micro_batch = 4;
          c.dp = 1;
-         c.global_batch = 16;
+         c.global_batch = 128;
          c.tp = 4;
          c.pp = 2;
          c.vpp = 2;
          c.schedule = PipelineScheduleKind::Interleaved;
          c.sequence_parallel = true;
+         // V.sh asks for selective recompute, but the legacy ParallelAttention checkpoints only
+         // the non-flash core attention: with --use-flash-attn nothing is recomputed.
        }},
       {{"gpt2-1024-mbs128-r",
-        "GPT-2 medium size (hidden 1024, 24 layers), seq 1024, MBS 128, full recompute, TP4+SP DP2"},
+        "GPT-2 size (hidden 1024, 24 layers) in the artifact's Llama-style layers, seq 1024, MBS 128, full recompute, TP2+SP PP2 DP2"},
        [](GeneratorConfig& c) {
+         c = llama7b();  // example/gpt2/ZR.sh passes --swiglu, RMSNorm and rotary embeddings
          c.hidden = 1024;
          c.ffn = 4096;
          c.heads = 16;
          c.kv_heads = 16;
          c.layers = 24;
-         c.vocab = 50304;  // 50257 padded to a multiple of 128 as Megatron does
-         c.swiglu = false;
-         c.rope = false;
-         c.norm = NormKind::LayerNorm;
+         // Llama's 32000 (the script passes --tokenizer-model): with GPT-2's padded 50432 the
+         // last stage's bf16 and fp32 logits alone (19.8 GB) would exceed the 15.06 GB peak the
+         // artifact logged for it; with 32000 they and the rest come to about that peak.
+         c.vocab = 32000;
          c.bias = true;
          c.dropout = true;
-         c.flash_attention = true;
          c.seq_len = 1024;
          c.micro_batch = 128;
          c.dp = 2;
          c.global_batch = 1024;
-         c.tp = 4;
+         c.tp = 2;
+         c.pp = 2;
          c.sequence_parallel = true;
-         c.distributed_optimizer = true;
          c.recompute = RecomputeKind::Full;
        }},
       {{"qwen-moe",

@@ -1,8 +1,14 @@
 // A pipeline stage's forward and backward for one micro-batch: the batch tensors, the embedding
 // (first stage), the model chunk's layers (checkpointed under full recompute), the output layer
 // and vocabulary-parallel cross entropy (last stage); plus what lives for the whole run (weights,
-// gradient buffers, optimizer state) and the optimizer step.
+// gradient buffers, optimizer state) and the optimizer step. The persistent state follows
+// Megatron-core's DDP and distributed optimizer tensor by tensor: per-parameter (shard) main
+// parameters, and Adam moments made lazily at the first step, while iteration 0's activations
+// sit cached in the allocator, where they can split a caching allocator's segments for good.
 #include "planner/generator_model.h"
+
+#include <algorithm>
+#include <numeric>
 
 namespace stalloc::gen {
 
@@ -35,59 +41,103 @@ void ModelEmitter::begin_iteration(std::uint32_t iteration, std::uint64_t seq) {
 
 void ModelEmitter::persistent_allocations() {
   ScopeGuard guard(b_, Scope{Phase::Other, -1, -1, 0});
-  // Model construction: every chunk's parameters, one tensor each.
+  // Model construction: every chunk's parameters, one bf16 tensor each.
   std::vector<std::vector<Tensor>> weights(cfg_.vpp);
-  std::vector<std::vector<std::uint64_t>> numels(cfg_.vpp);
+  std::vector<std::vector<ParamTensor>> params(cfg_.vpp);
   for (std::uint64_t c = 0; c < cfg_.vpp; ++c) {
-    auto add = [&](std::uint64_t n) {
-      if (n == 0) return;
-      weights[c].push_back(b_.alloc(n * kBf16));
-      numels[c].push_back(n);
+    auto add = [&](ParamTensor p) {
+      if (p.numel == 0) return;
+      weights[c].push_back(b_.alloc(p.numel * kBf16));
+      params[c].push_back(p);
     };
     b_.scope().layer = -1;
-    if (first_stage(c)) add(params_.embedding);
+    if (first_stage(c)) add({params_.embedding, true});
     for (std::uint64_t i = 0; i < layers_per_chunk_; ++i) {
       b_.scope().layer = layer_offset(c) + static_cast<std::int32_t>(i);
-      for (std::uint64_t n : params_.layer_tensors()) add(n);
+      for (const ParamTensor& p : params_.layer_tensors()) add(p);
     }
     b_.scope().layer = -1;
     if (last_stage(c)) {
-      add(params_.norm);
-      add(params_.norm_b);
-      add(params_.output);
+      add({params_.norm, false});
+      add({params_.norm_b, false});
+      add({params_.output, true});
     }
   }
   b_.scope().layer = -1;
-  // Megatron's DDP: a contiguous fp32 main_grad buffer per chunk; with the distributed
-  // optimizer also a contiguous bf16 parameter buffer, into which the parameters move.
-  std::vector<std::uint64_t> chunk_numel(cfg_.vpp, 0);
+  // Megatron wraps each chunk in its own DDP, one after the other.
+  std::vector<ParamTensor> optimizer_params;
   for (std::uint64_t c = 0; c < cfg_.vpp; ++c) {
-    for (std::uint64_t n : numels[c]) chunk_numel[c] += n;
-    b_.alloc(chunk_numel[c] * kFp32);
-    if (cfg_.distributed_optimizer) {
-      b_.alloc(chunk_numel[c] * kBf16);
-      for (Tensor& w : weights[c]) b_.free(w);
-    }
+    std::vector<ParamTensor> chunk = ddp_buffers(weights[c], params[c]);
+    optimizer_params.insert(optimizer_params.end(), chunk.begin(), chunk.end());
   }
-  // Optimizer: fp32 main parameters, then (unless made lazily) Adam's exp_avg and exp_avg_sq.
+  b_.alloc(sizeof(std::int32_t));  // FusedAdam's constructor: its overflow flag
+  // _get_param_groups: a weight-decay group and a no-decay group, ordered by the first
+  // parameter of each kind in the model; the optimizer walks group by group.
+  const bool first_group_decays = params.front().empty() || params.front().front().decay;
+  std::stable_partition(optimizer_params.begin(), optimizer_params.end(),
+                        [&](const ParamTensor& p) { return p.decay == first_group_decays; });
   optimizer_numels_.clear();
-  for (std::uint64_t c = 0; c < cfg_.vpp; ++c) {
-    if (cfg_.distributed_optimizer) {
-      optimizer_numels_.push_back((chunk_numel[c] + cfg_.dp - 1) / cfg_.dp);
-    } else {
-      optimizer_numels_.insert(optimizer_numels_.end(), numels[c].begin(), numels[c].end());
-    }
+  for (const ParamTensor& p : optimizer_params) optimizer_numels_.push_back(p.numel);
+  // fp32 main parameters: `param.detach().clone().float()` (the distributed optimizer clones
+  // the shard), so a bf16 copy lives until its fp32 cast exists.
+  for (std::uint64_t n : optimizer_numels_) {
+    Tensor copy = b_.alloc(n * kBf16);
+    b_.alloc(n * kFp32);
+    b_.free(copy);
   }
-  optimizer_state(1);
-  if (!cfg_.lazy_adam_state) optimizer_state(2);
-  b_.alloc(sizeof(std::int32_t));  // FusedAdam's overflow flag
+  if (!cfg_.lazy_adam_state) adam_moments();
 }
 
-void ModelEmitter::optimizer_state(int copies) {
-  // One fp32 tensor per optimizer parameter: a shard per model chunk over the data-parallel
-  // ranks with the distributed optimizer, one per model parameter without.
-  for (int copy = 0; copy < copies; ++copy) {
-    for (std::uint64_t n : optimizer_numels_) b_.alloc(n * kFp32);
+std::vector<ParamTensor> ModelEmitter::ddp_buffers(std::vector<Tensor>& weights,
+                                                   const std::vector<ParamTensor>& params) {
+  // _ParamAndGradBuffer lays the parameters out in reverse (the order backward produces their
+  // gradients). For the distributed optimizer each parameter starts 64-element aligned and each
+  // bucket ends padded to lcm(dp, 128) elements, so that every rank owns 1/dp of it.
+  const bool sharded = cfg_.distributed_optimizer;
+  auto round_up = [](std::uint64_t n, std::uint64_t m) { return (n + m - 1) / m * m; };
+  const std::uint64_t bucket_pad = sharded ? std::lcm(cfg_.dp, std::uint64_t{128}) : 1;
+  std::vector<std::uint64_t> start(params.size(), 0);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> buckets;  // [begin, end) in elements
+  std::uint64_t end = 0, bucket_begin = 0;
+  for (std::size_t i = params.size(); i-- > 0;) {
+    if (sharded) end = round_up(end, 64);
+    start[i] = end;
+    end += params[i].numel;
+    if (cfg_.grad_bucket_elems > 0 && end - bucket_begin >= cfg_.grad_bucket_elems) {
+      end = round_up(end, bucket_pad);
+      buckets.emplace_back(bucket_begin, end);
+      bucket_begin = end;
+    }
+  }
+  if (end > bucket_begin) {
+    end = round_up(end, bucket_pad);
+    buckets.emplace_back(bucket_begin, end);
+  }
+  // With the distributed optimizer the contiguous bf16 parameter buffer comes first and every
+  // parameter moves into it (its own tensor is freed); then the fp32 main_grad buffer (Megatron
+  // accumulates and reduces bf16 gradients in fp32).
+  if (sharded) b_.alloc(end * kBf16);
+  b_.alloc(end * kFp32);
+  if (!sharded) return params;
+  for (std::size_t i = weights.size(); i-- > 0;) b_.free(weights[i]);
+  // Data-parallel rank 0 owns the first 1/dp of every bucket: its optimizer parameters are the
+  // pieces of the parameters that intersect it, in buffer order.
+  std::vector<ParamTensor> shards;
+  for (std::size_t i = params.size(); i-- > 0;) {
+    for (const auto& [begin, bucket_end] : buckets) {
+      const std::uint64_t owned_end = begin + (bucket_end - begin) / cfg_.dp;
+      const std::uint64_t lo = std::max(begin, start[i]);
+      const std::uint64_t hi = std::min(owned_end, start[i] + params[i].numel);
+      if (hi > lo) shards.push_back({hi - lo, params[i].decay});
+    }
+  }
+  return shards;
+}
+
+void ModelEmitter::adam_moments() {
+  for (std::uint64_t n : optimizer_numels_) {
+    b_.alloc(n * kFp32);  // exp_avg
+    b_.alloc(n * kFp32);  // exp_avg_sq
   }
 }
 
@@ -154,6 +204,7 @@ void ModelEmitter::head_forward(StageState& st, Tensor x) {
   H.input = x;
   norm_forward(&H.ln, &H.ln_mean, &H.ln_rstd);
   gather_input();
+  cublas_workspace();
   Tensor logits = b_.alloc(d_.logits);
   H.logits32 = b_.alloc(d_.logits / kBf16 * kFp32);  // cross entropy in fp32; becomes the softmax
   Tensor logits_max = b_.alloc(d_.tokens * kFp32);
@@ -183,6 +234,7 @@ void ModelEmitter::head_forward(StageState& st, Tensor x) {
 Tensor ModelEmitter::head_backward(StageState& st) {
   b_.scope().layer = -1;
   HeadSaved& H = st.head;
+  cublas_workspace();
   Tensor d_numerator = b_.alloc(kFp32);
   b_.free(H.denominator);
   Tensor d_losses = b_.alloc(d_.tokens * kFp32);
@@ -216,13 +268,15 @@ StageState ModelEmitter::forward_step(std::uint64_t chunk, std::uint64_t microba
   st.microbatch = microbatch;
   const bool first = first_stage(chunk), last = last_stage(chunk);
   // get_batch: what this stage needs of tokens, labels, loss_mask, attention_mask, position_ids.
-  Tensor labels = 0, attention_mask = 0, position_ids = 0;
+  Tensor labels = 0, position_ids = 0;
   if (first) st.tokens = b_.alloc(d_.tokens * kInt64);
   if (last) {
     labels = b_.alloc(d_.tokens * kInt64);
     st.loss_mask = b_.alloc(d_.tokens * kFp32);
   }
-  if ((first || last) && !cfg_.flash_attention) attention_mask = b_.alloc(d_.b * d_.s * d_.s);
+  if ((first || last) && (cfg_.attention_mask_in_dataloader || !cfg_.flash_attention)) {
+    st.attention_mask = b_.alloc(d_.b * d_.s * d_.s);
+  }
   if (first) position_ids = b_.alloc(d_.tokens * kInt64);
 
   Tensor x = input;
@@ -231,6 +285,8 @@ StageState ModelEmitter::forward_step(std::uint64_t chunk, std::uint64_t microba
     x = embedding_forward(st);
     owned = true;
   }
+  b_.scope().layer = -1;
+  if (cfg_.rope) st.rotary = rotary_frequencies();
   const bool checkpointed = cfg_.recompute == RecomputeKind::Full;
   for (std::uint64_t i = 0; i < layers_per_chunk_; ++i) {
     Tensor out = 0;
@@ -244,7 +300,8 @@ StageState ModelEmitter::forward_step(std::uint64_t chunk, std::uint64_t microba
   b_.scope().layer = -1;
   // forward_step returns: batch tensors autograd did not save are dropped.
   b_.free(labels);
-  b_.free(attention_mask);
+  // CheckpointFunction saves its arguments, the mask among them, until the layer's backward.
+  if (cfg_.recompute != RecomputeKind::Full) b_.free(st.attention_mask);
   b_.free(position_ids);
   if (cfg_.tp > 1) b_.free(st.tokens);
   return st;
@@ -280,6 +337,8 @@ Tensor ModelEmitter::backward_step(StageState& st, Tensor grad_output) {
     embedding_backward(st, dy);
     dy = 0;
   }
+  b_.free(st.rotary);
+  b_.free(st.attention_mask);
   b_.scope().thread = 0;
   b_.free(seed_grad);
   return dy;
@@ -291,13 +350,17 @@ void ModelEmitter::optimizer_step() {
   // distributed optimizer all-gathers into the contiguous parameter buffer: what remains are
   // the small tensors of the gradient norm and clipping.
   Tensor overflow = b_.alloc(sizeof(std::int32_t));
+  // Apex's multi_tensor_l2norm: zeros(320) fp32 partial sums per block, then the [1] result.
+  Tensor partials = b_.alloc(320 * kFp32);
   Tensor norm = b_.alloc(kFp32);
+  b_.free(partials);
   Tensor squared = b_.alloc(kFp32);
   b_.free(norm);
   b_.free(overflow);
   b_.free(squared);
   b_.transient(sizeof(std::int32_t));  // multi_tensor_scale's overflow flag for clipping
-  if (cfg_.lazy_adam_state && iteration_ == 0) optimizer_state(2);  // the first step makes them
+  // FusedAdam.step initialises a parameter's state the first time it sees it.
+  if (cfg_.lazy_adam_state && iteration_ == 0) adam_moments();
 }
 
 }  // namespace stalloc::gen

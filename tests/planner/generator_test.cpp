@@ -81,9 +81,11 @@ TEST(GeneratorLayer, TensorParallelWithSequenceParallel) {
 
 TEST(GeneratorLayer, FlashAttentionKeepsSoftmaxStatisticsInsteadOfScores) {
   // 34*s*b*h, plus the log-sum-exp b*a*s fp32 = 2*4*128*4 bytes, plus the norm statistics.
+  // Megatron's flash path saves Q, K, V as [b, s] copies (6 sbh, where Korthikanti counts the
+  // QKV output) and flash's own output in that layout (2 sbh) besides the [s, b] context.
   GeneratorConfig c = gpt_layer_config();
   c.flash_attention = true;
-  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 2), kSbh * 34 + 2 * 4 * 128 * 4 + 4 * kTokens * 4);
+  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 2), kSbh * (34 + 2) + 2 * 4 * 128 * 4 + 4 * kTokens * 4);
 }
 
 TEST(GeneratorLayer, SelectiveRecomputeDropsTheAttentionScores) {
@@ -110,51 +112,176 @@ TEST(GeneratorLayer, LlamaStyleLayer) {
   c.dropout = false;
   c.bias = false;
   c.rope = true;
+  // The rotated Q and K and the QKV output die with Attention.forward: flash attention saved
+  // its own [b, s] copies of Q, K, V.
   const std::uint64_t ln1 = kSbh * 2, ln2 = kSbh * 2, res1 = kSbh * 2, out = kSbh * 2;
-  const std::uint64_t qkv = kTokens * (4 + 2 * 2) * 64 * 2;  // Q, K, V: (a + 2g) * d wide
-  const std::uint64_t rotated = kSbh * 2 + kTokens * 2 * 64 * 2;  // rotated Q and K
-  const std::uint64_t context = kSbh * 2;
+  const std::uint64_t qkv = kTokens * (4 + 2 * 2) * 64 * 2;  // flash's Q, K, V: (a + 2g) * d wide
+  const std::uint64_t flash_out = kSbh * 2;                  // [b, s, a, d]
+  const std::uint64_t context = kSbh * 2;                    // [s, b, h]
   const std::uint64_t lse = 2 * 4 * 128 * 4;                 // b * a * s fp32
   const std::uint64_t fc1 = kTokens * 2 * 1024 * 2;          // SwiGLU input
+  const std::uint64_t silu = kTokens * 1024 * 2;             // silu(x0), saved by the product
   const std::uint64_t act = kTokens * 1024 * 2;              // fc2 input
   const std::uint64_t rstd = 2 * kTokens * 4;                // one statistic per RMSNorm
   EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 2),
-            ln1 + qkv + rotated + context + lse + res1 + ln2 + fc1 + act + out + rstd);
-  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 2), 2496512u + 131072u + 65536u);
+            ln1 + qkv + flash_out + context + lse + res1 + ln2 + fc1 + silu + act + out + rstd);
+  // 131072 * 3 + 262144 + 131072 * 2 + 4096 + 131072 * 2 + 1048576 + 524288 * 2 + 131072 + 2048.
+  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 2), 3151872u);
 }
 
+std::uint64_t persistent_bytes(const Trace& t) {
+  std::uint64_t bytes = 0;
+  for (const Lifetime& l : compute_lifetimes(t)) bytes += l.persistent ? l.size : 0;
+  return bytes;
+}
+
+// The optimizer's main parameters: the persistent allocations (other than FusedAdam's 4-byte
+// flag) made before iteration 0 after the fp32 main_grad buffer of `grad_buffer_bytes`.
+std::vector<std::uint64_t> main_param_sizes(const Trace& t, std::uint64_t grad_buffer_bytes) {
+  std::vector<std::uint64_t> out;
+  bool after_buffer = false;
+  for (const Lifetime& l : compute_lifetimes(t)) {
+    if (!l.persistent || l.phase != Phase::Other) continue;
+    if (after_buffer && l.size > 4) out.push_back(l.size);
+    after_buffer = after_buffer || l.size == grad_buffer_bytes;
+  }
+  return out;
+}
+
+// The persistent allocations of an iteration's optimizer step.
+std::vector<std::uint64_t> made_in_step(const Trace& t, std::uint32_t iteration) {
+  std::vector<std::uint64_t> out;
+  for (const Lifetime& l : compute_lifetimes(t)) {
+    if (l.persistent && l.phase == Phase::Optimizer && l.iteration == iteration) out.push_back(l.size);
+  }
+  return out;
+}
+
+// Parameters of gpt_layer_config, per layer in construction order: LayerNorm 256 + 256, QKV
+// 256*768 + 768, projection 256*256 + 256, LayerNorm 256 + 256, fc1 256*1024 + 1024, fc2
+// 1024*256 + 256: 789760 elements. Four layers, embedding and output layer 512*256 each, final
+// LayerNorm 512: 3159040 + 262144 + 512 = 3421696.
+constexpr std::uint64_t kNumel = 3421696;
+const std::vector<std::uint64_t> kLayerParams = {256, 256, 196608, 768, 65536, 256, 256, 256, 262144, 1024, 262144, 256};
+
 TEST(GeneratorPersistent, WeightsGradientBufferAndAdamState) {
-  // Parameters of gpt_layer_config, per layer: 2 LayerNorms (256 weight + 256 bias each),
-  // QKV 256*768 + 768, projection 256*256 + 256, fc1 256*1024 + 1024, fc2 1024*256 + 256:
-  // 1024 + 197376 + 65792 + 263168 + 262400 = 789760. Four layers, embedding and output layer
-  // 512*256 each, final LayerNorm 512: 3159040 + 262144 + 512 = 3421696.
-  const std::uint64_t numel = 3421696;
-  auto persistent_bytes = [](const Trace& t) {
-    std::uint64_t bytes = 0;
-    for (const Lifetime& l : compute_lifetimes(t)) bytes += l.persistent ? l.size : 0;
-    return bytes;
-  };
   GeneratorConfig c = gpt_layer_config();
+  c.cublas_workspace = 0;
   // bf16 weights, fp32 main_grad buffer, fp32 main params + exp_avg + exp_avg_sq, Adam's flag.
-  EXPECT_EQ(persistent_bytes(generate_trace(c)), numel * 2 + numel * 4 + 3 * numel * 4 + 4);
+  EXPECT_EQ(persistent_bytes(generate_trace(c)), kNumel * 2 + kNumel * 4 + 3 * kNumel * 4 + 4);
   c.distributed_optimizer = true;
   c.dp = 2;
   c.global_batch = 4;
-  // The optimizer state is sharded over the 2 data-parallel ranks.
-  EXPECT_EQ(persistent_bytes(generate_trace(c)), numel * 2 + numel * 4 + 3 * (numel / 2) * 4 + 4);
-  // Made lazily, Adam's two states appear at the end of iteration 0, in the optimizer step.
-  c.lazy_adam_state = true;
-  c.iterations = 2;
-  const Trace lazy = generate_trace(c);
-  EXPECT_EQ(persistent_bytes(lazy), numel * 2 + numel * 4 + 3 * (numel / 2) * 4 + 4);
-  std::uint64_t made_in_step = 0;
-  for (const Lifetime& l : compute_lifetimes(lazy)) {
-    if (l.persistent && l.phase == Phase::Optimizer) {
-      EXPECT_EQ(l.iteration, 0u);
-      made_in_step += l.size;
+  // The bf16 parameter buffer replaces the weights; every size is a multiple of 64 and the
+  // buffer of 128 (lcm(dp, 128)), so no padding; the optimizer state is sharded over 2 ranks.
+  EXPECT_EQ(persistent_bytes(generate_trace(c)), kNumel * 2 + kNumel * 4 + 3 * (kNumel / 2) * 4 + 4);
+}
+
+TEST(GeneratorPersistent, OneMainParameterPerParameterTensor) {
+  // Float16OptimizerWithFloat16Params: param.detach().clone().float() for each parameter, in
+  // the weight-decay group first (the embedding comes first in the model), then the norms and
+  // biases, each in model order.
+  GeneratorConfig c = gpt_layer_config();
+  std::vector<std::uint64_t> decay = {131072}, no_decay;
+  for (int layer = 0; layer < 4; ++layer) {
+    for (std::uint64_t n : kLayerParams) (n >= 65536 ? decay : no_decay).push_back(n);
+  }
+  no_decay.insert(no_decay.end(), {256, 256});
+  decay.push_back(131072);
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t n : decay) expected.push_back(n * 4);
+  for (std::uint64_t n : no_decay) expected.push_back(n * 4);
+  EXPECT_EQ(main_param_sizes(generate_trace(c), kNumel * 4), expected);
+  // Each main parameter comes from a bf16 clone that dies once the fp32 copy exists.
+  const Trace t = generate_trace(c);
+  std::size_t clones = 0;
+  for (std::size_t i = 0; i + 2 < t.events.size(); ++i) {
+    const Event &a = t.events[i], &b = t.events[i + 1], &f = t.events[i + 2];
+    if (a.kind == EventKind::Alloc && b.kind == EventKind::Alloc && f.kind == EventKind::Free && f.id == a.id &&
+        b.size == 2 * a.size && a.phase == Phase::Other) {
+      ++clones;
     }
   }
-  EXPECT_EQ(made_in_step, 2 * (numel / 2) * 4);
+  EXPECT_EQ(clones, expected.size());
+}
+
+TEST(GeneratorPersistent, DistributedOptimizerShardsFollowTheGradientBuffer) {
+  GeneratorConfig c = gpt_layer_config();
+  c.distributed_optimizer = true;
+  c.dp = 2;
+  c.global_batch = 4;
+  // One bucket: the buffer holds the parameters in reverse, rank 0 owns its first half, 1710848
+  // elements: output 131072, final norm 256 + 256, all of layer 3 (789760, 921344 so far) and
+  // layer 2 except its first parameter, the input norm weight (789760 - 256 = 789504).
+  std::vector<std::uint64_t> sizes = main_param_sizes(generate_trace(c), kNumel * 4);
+  EXPECT_EQ(sizes.size(), 3u + 12u + 11u);
+  std::uint64_t total = 0;
+  for (std::uint64_t s : sizes) total += s;
+  EXPECT_EQ(total, kNumel / 2 * 4);
+  // Buckets of one parameter each (closed as soon as they hold >= 1 element, padded to 128):
+  // every parameter is split in half between the two ranks, so rank 0 has 52 half-shards.
+  c.grad_bucket_elems = 1;
+  sizes = main_param_sizes(generate_trace(c), kNumel * 4);
+  ASSERT_EQ(sizes.size(), 52u);
+  std::multiset<std::uint64_t> halves(sizes.begin(), sizes.end());
+  EXPECT_EQ(halves.count(262144 / 2 * 4), 8u);  // fc1 and fc2 weights of 4 layers
+  EXPECT_EQ(halves.count(131072 / 2 * 4), 2u);  // embedding and output layer
+  EXPECT_EQ(halves.count(196608 / 2 * 4), 4u);  // QKV weights
+}
+
+TEST(GeneratorPersistent, AdamMomentsAreMadeLazilyAtTheFirstStep) {
+  GeneratorConfig c = gpt_layer_config();
+  c.distributed_optimizer = true;
+  c.dp = 2;
+  c.global_batch = 4;
+  c.iterations = 2;
+  const Trace t = generate_trace(c);
+  const std::vector<std::uint64_t> main = main_param_sizes(t, kNumel * 4);
+  // FusedAdam.step: exp_avg then exp_avg_sq of each main parameter, in the optimizer's order,
+  // in iteration 0's optimizer step, after every forward and backward of that iteration.
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t n : main) expected.insert(expected.end(), {n, n});
+  EXPECT_EQ(made_in_step(t, 0), expected);
+  EXPECT_TRUE(made_in_step(t, 1).empty());
+  EXPECT_EQ(persistent_bytes(t), kNumel * 2 + kNumel * 4 + 3 * (kNumel / 2) * 4 + 4 + 2 * 8519680);
+  // Made eagerly, they follow the main parameters before iteration 0 starts.
+  c.lazy_adam_state = false;
+  const Trace eager = generate_trace(c);
+  EXPECT_TRUE(made_in_step(eager, 0).empty());
+  EXPECT_EQ(main_param_sizes(eager, kNumel * 4).size(), 3 * main.size());
+  EXPECT_EQ(persistent_bytes(eager), persistent_bytes(t));
+}
+
+TEST(GeneratorPersistent, OneCublasWorkspacePerThreadInIterationZero) {
+  GeneratorConfig c = gpt_layer_config();
+  c.iterations = 2;
+  std::vector<std::uint16_t> threads;
+  for (const Lifetime& l : compute_lifetimes(generate_trace(c))) {
+    if (l.persistent && l.size == 8519680) {
+      EXPECT_EQ(l.iteration, 0u);
+      threads.push_back(l.thread);
+    }
+  }
+  EXPECT_EQ(threads, (std::vector<std::uint16_t>{0, 1}));  // forward, then autograd's thread
+}
+
+TEST(GeneratorBatch, DataLoaderMaskLivesWithTheCheckpoints) {
+  // [b, 1, s, s] bool = 2 * 128 * 128 bytes, made by the data loader although flash attention
+  // ignores it; the forward step drops it, unless every layer's checkpoint saved it.
+  GeneratorConfig c = gpt_layer_config();
+  c.flash_attention = true;
+  auto mask_freed_in = [](const Trace& t) {
+    std::vector<Phase> phases;
+    for (const Lifetime& l : compute_lifetimes(t)) {
+      if (l.size == 2 * 128 * 128 && l.phase == Phase::Forward) phases.push_back(t.events[l.end].phase);
+    }
+    return phases;
+  };
+  EXPECT_EQ(mask_freed_in(generate_trace(c)), std::vector<Phase>{Phase::Forward});
+  c.recompute = RecomputeKind::Full;
+  EXPECT_EQ(mask_freed_in(generate_trace(c)), std::vector<Phase>{Phase::Backward});
+  c.attention_mask_in_dataloader = false;
+  EXPECT_TRUE(mask_freed_in(generate_trace(c)).empty());
 }
 
 // The compute steps as the trace shows them: consecutive layer events of one (direction,
