@@ -87,6 +87,11 @@ std::size_t Runtime::match(const InstalledPlan& plan, std::uint64_t size,
   for (std::size_t k = cursor_; k < last; ++k) {
     if (slots[k].size == size && slots[k].stream == stream) return k;
   }
+  // A slot whose size changes between iterations matches by position alone.
+  if (cursor_ < slots.size() && slots[cursor_].kind == SlotKind::Dynamic &&
+      slots[cursor_].stream == stream) {
+    return cursor_;
+  }
   return SIZE_MAX;
 }
 
@@ -290,7 +295,7 @@ void Runtime::end_iteration() {
     if (fully_matched) {
       key = key_of(active_->plan().signature);
     } else {
-      Trace trace = recorder_.iteration_trace();
+      Trace trace = recorder_.iteration_trace(config_.varying_sizes);
       trace.device = driver_.device();
       key = key_of(signature_of(trace, iteration));
       if (iteration >= config_.profile_iterations && !cache_.known(key)) {
@@ -419,6 +424,12 @@ RuntimeStats Runtime::stats() const {
   s.stream_waits = sync_.waits();
   s.driver = driver_.counters();
   return s;
+}
+
+void Runtime::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  memory_.reset_peak();
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
 }
 
 void Runtime::save_trace(const std::string& path) const {

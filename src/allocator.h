@@ -60,6 +60,8 @@ class Runtime {
   // Ends the current iteration.
   void step();
   RuntimeStats stats() const;
+  // Peaks restart from the current values (torch.cuda.reset_peak_memory_stats).
+  void reset_peak_stats();
 
   // Installs a plan made elsewhere (stalloc plan); throws UsageError when it cannot be installed.
   void add_plan(ChunkPlan plan);

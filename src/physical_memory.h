@@ -43,6 +43,7 @@ class PhysicalMemory {
   std::uint64_t cached_bytes() const { return cache_.size() * granularity_; }
   std::uint64_t capacity() const { return capacity_; }
   void set_capacity(std::uint64_t capacity) { capacity_ = capacity; }
+  void reset_peak() { peak_held_ = held_; }
   const std::string& last_failure() const { return last_failure_; }
 
  private:

@@ -45,12 +45,23 @@ void Recorder::free(std::uint64_t id, std::uint64_t size, std::uint32_t stream,
   push(e, address);
 }
 
-Trace Recorder::iteration_trace() const {
+Trace Recorder::iteration_trace(bool with_previous) const {
   Trace t;
   t.meta["source"] = "stalloc-runtime";
+  auto allocations = [](const std::vector<Event>& events) {
+    std::size_t n = 0;
+    for (const Event& e : events) n += e.kind == EventKind::Alloc;
+    return n;
+  };
+  std::vector<const Event*> events;
+  if (with_previous && !previous_.empty() && allocations(previous_) == allocations(current_)) {
+    for (const Event& e : previous_) events.push_back(&e);
+  }
+  for (const Event& e : current_) events.push_back(&e);
   std::unordered_set<std::uint64_t> allocated;
-  t.events.reserve(current_.size());
-  for (const Event& e : current_) {
+  t.events.reserve(events.size());
+  for (const Event* ep : events) {
+    const Event& e = *ep;
     if (e.kind == EventKind::Alloc) {
       allocated.insert(e.id);
     } else if (allocated.count(e.id) == 0) {
@@ -67,6 +78,7 @@ void Recorder::next_iteration(bool keep) {
     retained_addresses_.insert(retained_addresses_.end(), current_addresses_.begin(),
                                current_addresses_.end());
   }
+  previous_ = std::move(current_);
   current_.clear();
   current_addresses_.clear();
   ++iteration_;

@@ -26,9 +26,11 @@ class Recorder {
   std::uint32_t iteration() const { return iteration_; }
   std::size_t current_requests() const { return current_.size(); }
 
-  // The current iteration alone as a well-formed trace: frees of earlier iterations' tensors
-  // are left out (their tensors are not this iteration's slots).
-  Trace iteration_trace() const;
+  // The current iteration as a well-formed trace; with_previous: preceded by the previous one
+  // when it made as many allocations (so the planner sees which ordinals change size and makes
+  // them Dynamic slots). Frees of tensors allocated before the trace's first iteration are
+  // left out.
+  Trace iteration_trace(bool with_previous) const;
   // Ends the current iteration, keeping its requests for the retained trace or dropping them.
   void next_iteration(bool keep);
 
@@ -45,6 +47,7 @@ class Recorder {
   void push(const Event& e, vmm::DevicePtr address);
 
   std::vector<Event> current_;
+  std::vector<Event> previous_;  // the iteration before the current one
   std::vector<vmm::DevicePtr> current_addresses_;
   std::vector<Event> retained_;
   std::vector<vmm::DevicePtr> retained_addresses_;

@@ -75,6 +75,8 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     c.windows = parse_count(key, value, 1, 4096);
   } else if (key == "lookahead") {
     c.lookahead = parse_count(key, value, 0, 4096);
+  } else if (key == "varying_sizes") {
+    c.varying_sizes = parse_bool(key, value);
   } else if (key == "log") {
     if (value.empty()) bad_value(key, value, "a file path");
     c.log = std::string(value);
@@ -82,7 +84,7 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     throw ConfigError("STALLOC_CONF: unknown key '" + std::string(key) +
                       "': known keys are backend, mode, profile_iterations, granularity, "
                       "small_size, capacity, auto_step, plan_cache_size, record_trace, windows, "
-                      "lookahead, log");
+                      "lookahead, varying_sizes, log");
   }
 }
 
@@ -112,7 +114,8 @@ std::string format_runtime_config(const RuntimeConfig& c) {
       << ",auto_step:" << (c.auto_step ? "true" : "false")
       << ",plan_cache_size:" << c.plan_cache_size
       << ",record_trace:" << (c.record_trace ? "true" : "false") << ",windows:" << c.windows
-      << ",lookahead:" << c.lookahead;
+      << ",lookahead:" << c.lookahead
+      << ",varying_sizes:" << (c.varying_sizes ? "true" : "false");
   if (!c.log.empty()) out << ",log:" << c.log;
   return out.str();
 }

@@ -29,6 +29,7 @@ struct RuntimeConfig {
   bool record_trace = false;               // keep every iteration's requests, not only the profiled
   std::uint32_t windows = 8;               // windowed mode: mapping windows per iteration
   std::uint32_t lookahead = 16;            // slots the matcher looks ahead on a mismatch
+  bool varying_sizes = false;              // plan from two iterations: size-varying slots are Dynamic
   std::string log;                         // file for install/plan/OOM events; empty: none
 };
 

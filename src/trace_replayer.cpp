@@ -68,6 +68,9 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
   auto close_iteration = [&] {
     if (options.wait_for_planning) runtime.wait_for_planning();
     RuntimeStats now = runtime.stats();
+    result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, now.peak_reserved_bytes);
+    result.peak_allocated_bytes = std::max(result.peak_allocated_bytes, now.peak_allocated_bytes);
+    if (now.plan_installs > before.plan_installs) runtime.reset_peak_stats();
     result.iterations.push_back({iteration, now.matches - before.matches,
                                  now.misses - before.misses, now.conflicts - before.conflicts,
                                  now.vmm_calls() - before.vmm_calls(),

@@ -30,6 +30,10 @@ struct IterationReport {
 };
 
 struct ReplayResult {
+  // Peaks over the whole replay; the runtime's own peaks restart after each plan install, so
+  // its stats() at the end describe the steady state.
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t verify_errors = 0;
   std::uint64_t failed_allocations = 0;
   std::vector<std::uint64_t> malloc_ns;

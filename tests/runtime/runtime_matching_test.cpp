@@ -126,6 +126,32 @@ TEST(RuntimeMatching, AliasPlanOverTheMappingLimitFallsBackToWindowed) {
   EXPECT_GT(r.iterations[5].vmm_calls, 0u);
 }
 
+// MoE-like: one tensor changes size every iteration. With varying_sizes the plan, made from
+// two iterations, makes it a Dynamic slot matched by position; without, it is a miss.
+TEST(RuntimeMatching, VaryingSizesBecomeDynamicSlots) {
+  TraceBuilder b;
+  for (int i = 0; i < 7; ++i) {
+    std::uint64_t routed = b.alloc(kG * static_cast<std::uint64_t>(1 + i) + 100);
+    add_training_iteration(b, 2 * kG + 4096, 2);
+    b.free(routed);
+    b.next_iteration();
+  }
+  auto run = [&](const std::string& conf) {
+    auto driver = host_driver();
+    Runtime rt(test_config("profile_iterations:1," + conf), *driver);
+    ReplayOptions options;
+    options.verify = true;
+    ReplayResult r = replay_trace(rt, b.trace(), options);
+    EXPECT_EQ(r.verify_errors, 0u);
+    return r.iterations[6];
+  };
+  const IterationReport with = run("varying_sizes:true");
+  EXPECT_EQ(with.matches, allocations_per_iteration(2) + 1);
+  EXPECT_EQ(with.misses, 0u);
+  const IterationReport without = run("varying_sizes:false");
+  EXPECT_EQ(without.misses, 1u);
+}
+
 // A tensor of the previous iteration still holding its slot's chunks (freed late) must not be
 // overwritten: the new request for that slot is served dynamically.
 TEST(RuntimeMatching, OccupiedChunksAreNeverHandedOutTwice) {

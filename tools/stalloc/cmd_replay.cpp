@@ -40,7 +40,8 @@ struct Summary {
   std::uint64_t lower_bound = 0;
   RuntimeStats stats;
   ReplayResult result;
-  double utilization = 0;
+  double utilization = 0;         // lower bound / peak reserved over the whole replay
+  double steady_utilization = 0;  // peak allocated / peak reserved after the last plan install
   double vmm_ops_per_iteration = 0;
   std::uint64_t steady_iterations = 0;
   double ns_per_malloc_median = 0;
@@ -65,11 +66,15 @@ void print_json(const Summary& s) {
   JsonWriter w(std::cout);
   w.begin_object();
   w.field("lower_bound_bytes", s.lower_bound);
-  w.field("peak_reserved_bytes", s.stats.peak_reserved_bytes);
-  w.field("peak_allocated_bytes", s.stats.peak_allocated_bytes);
+  w.field("peak_reserved_bytes", s.result.peak_reserved_bytes);
+  w.field("peak_allocated_bytes", s.result.peak_allocated_bytes);
   w.field("utilization", s.utilization);
+  w.field("steady_peak_reserved_bytes", s.stats.peak_reserved_bytes);
+  w.field("steady_peak_allocated_bytes", s.stats.peak_allocated_bytes);
+  w.field("steady_utilization", s.steady_utilization);
   w.field("matched", s.stats.matches);
   w.field("mismatched", s.stats.misses + s.stats.conflicts);
+  w.field("conflicts", s.stats.conflicts);
   w.field("unplanned", s.stats.unplanned);
   w.field("plan_installs", s.stats.plan_installs);
   w.field("iterations", static_cast<std::uint64_t>(s.result.iterations.size()));
@@ -88,9 +93,14 @@ void print_json(const Summary& s) {
 
 void print_text(const Summary& s) {
   std::printf("lower bound      %s\n", format_bytes(s.lower_bound).c_str());
-  std::printf("peak reserved    %s\n", format_bytes(s.stats.peak_reserved_bytes).c_str());
-  std::printf("peak allocated   %s\n", format_bytes(s.stats.peak_allocated_bytes).c_str());
-  std::printf("utilization      %.2f%%\n", 100.0 * s.utilization);
+  std::printf("peak reserved    %s (steady state %s)\n",
+              format_bytes(s.result.peak_reserved_bytes).c_str(),
+              format_bytes(s.stats.peak_reserved_bytes).c_str());
+  std::printf("peak allocated   %s (steady state %s)\n",
+              format_bytes(s.result.peak_allocated_bytes).c_str(),
+              format_bytes(s.stats.peak_allocated_bytes).c_str());
+  std::printf("utilization      %.2f%% (steady state %.2f%%)\n", 100.0 * s.utilization,
+              100.0 * s.steady_utilization);
   std::printf("matched          %llu\n", static_cast<unsigned long long>(s.stats.matches));
   std::printf("mismatched       %llu\n",
               static_cast<unsigned long long>(s.stats.misses + s.stats.conflicts));
@@ -126,6 +136,9 @@ int run_replay(const std::vector<std::string>& raw) {
 
   RuntimeConfig config = parse_runtime_config(conf);
   if (have_backend || conf.find("backend") == std::string::npos) config.backend = backend;
+  // The trace knows its iteration boundaries and the replay steps at each: detection would only
+  // add boundaries of its own before the first step.
+  if (conf.find("auto_step") == std::string::npos) config.auto_step = false;
 
   const Trace trace = read_trace(pos[0]);
   if (std::string problem = validate_trace(trace); !problem.empty()) {
@@ -146,10 +159,14 @@ int run_replay(const std::vector<std::string>& raw) {
   if (snapshot) runtime.save_snapshot(snapshot_path);
   if (save) runtime.save_trace(saved_trace_path);
   s.lower_bound = lower_bound_bytes(trace);
-  s.utilization = s.stats.peak_reserved_bytes == 0
-                      ? 1.0
-                      : static_cast<double>(s.lower_bound) /
-                            static_cast<double>(s.stats.peak_reserved_bytes);
+  auto ratio = [&](std::uint64_t reserved) {
+    return reserved == 0 ? 1.0 : static_cast<double>(s.lower_bound) / static_cast<double>(reserved);
+  };
+  s.utilization = ratio(s.result.peak_reserved_bytes);
+  s.steady_utilization = s.stats.peak_reserved_bytes == 0
+                             ? 1.0
+                             : static_cast<double>(s.stats.peak_allocated_bytes) /
+                                   static_cast<double>(s.stats.peak_reserved_bytes);
   steady_state(s);
   std::vector<std::uint64_t>& ns = s.result.malloc_ns;
   if (!ns.empty()) {
