@@ -36,16 +36,16 @@ SimResult simulate_with(const Trace& trace, AllocatorModel& model, std::string_v
   std::uint64_t allocated = 0;
   const std::uint32_t first_iteration = n ? events.front().iteration : 0;
   std::uint32_t last_iteration = first_iteration;
-  std::uint64_t calls_at_second_iteration = 0;
-  bool in_steady_state = false;
+  // Driver calls are reported for the last iteration: the steady state, after whatever a policy
+  // does while it warms up (caching, profiling, planning).
+  std::uint64_t calls_at_last_iteration_start = 0;
 
   for (std::size_t i = 0; i < n; ++i) {
     const Event& e = events[i];
-    if (!in_steady_state && e.iteration != first_iteration) {
-      in_steady_state = true;
-      calls_at_second_iteration = model.driver_calls();
+    if (e.iteration > last_iteration) {
+      last_iteration = e.iteration;
+      calls_at_last_iteration_start = model.driver_calls();
     }
-    last_iteration = std::max(last_iteration, e.iteration);
     if (e.kind == EventKind::Alloc) {
       std::uint64_t address = 0;
       if (!model.allocate(e, &address)) {
@@ -83,14 +83,7 @@ SimResult simulate_with(const Trace& trace, AllocatorModel& model, std::string_v
     pending.event = r.events - 1;
     r.timeline.push_back(pending);
   }
-  if (in_steady_state) {
-    const std::uint64_t calls_after_first = model.driver_calls() - calls_at_second_iteration;
-    r.driver_calls_per_iteration =
-        static_cast<double>(calls_after_first) /
-        static_cast<double>(std::max<std::uint32_t>(1, last_iteration - first_iteration));
-  } else {
-    r.driver_calls_per_iteration = static_cast<double>(model.driver_calls());
-  }
+  r.driver_calls_per_iteration = static_cast<double>(model.driver_calls() - calls_at_last_iteration_start);
   r.waste_bytes = r.peak_reserved_bytes - std::min(r.peak_reserved_bytes, r.peak_allocated_bytes);
   r.utilization = r.peak_reserved_bytes == 0
                       ? 1.0

@@ -31,8 +31,8 @@ struct SimResult {
   std::uint64_t waste_bytes = 0;
   bool oom = false;
   std::uint64_t oom_event = 0;  // index of the allocation that failed, when oom
-  // Driver calls per iteration after the first (the steady state); the first iteration's when
-  // the trace has only one.
+  // Driver calls made during the trace's last iteration (the steady state, after warm-up,
+  // profiling and planning); the whole trace's when it has only one iteration.
   double driver_calls_per_iteration = 0.0;
   double milliseconds = 0.0;  // model construction (planning) and replay
   std::vector<TimelinePoint> timeline;

@@ -84,7 +84,6 @@ expect_error "unknown model 'tcmalloc'" "$tmp/two.trace" --allocators pytorch,tc
 expect_error "--sweep needs --capacity" --preset tiny --sweep mbs
 expect_error "presets only" "$tmp/two.trace" --sweep seq --capacity 1GiB
 expect_error "unknown preset" --preset no-such-preset
-expect_error "no workload" --allocators pytorch
 expect_error "missing.trace" "$tmp/missing.trace"
 expect_error "unknown option 'max_split'" "$tmp/two.trace" --pytorch-conf max_split:100
 expect_error "expected default or real" --suite everything

@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "steady-state iteration and the time the model took.\n"
     "  TRACE               a trace file (text or binary)\n"
     "  --preset NAME       a generator preset (repeatable; `stalloc gen --list` lists them)\n"
-    "  --suite default     every preset except tiny\n"
+    "  --suite default     every preset except tiny (also what runs when no workload is given)\n"
     "  --suite real        the traces in tests/data/real (found from the binary or the current\n"
     "                      directory)\n"
     "  --capacity BYTES    device memory (e.g. 80GiB); default unlimited\n"
@@ -253,8 +253,13 @@ int sim(const std::vector<std::string>& raw) {
   }
   std::vector<std::string> preset_names = args.options("--preset");
   std::string suite;
-  const bool has_suite = args.option("--suite", &suite);
+  bool has_suite = args.option("--suite", &suite);
   const std::vector<std::string> files = args.positionals();
+  // No workload named at all: the default suite, so that a bare `stalloc sim` shows the table.
+  if (!has_suite && files.empty() && preset_names.empty()) {
+    suite = "default";
+    has_suite = true;
+  }
 
   std::vector<std::unique_ptr<Workload>> workloads;
   auto add_preset = [&](const std::string& name) {
