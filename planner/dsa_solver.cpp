@@ -1,7 +1,9 @@
-// solve_dsa: the portfolio of greedy placements first (fast, any size), then a search below the
-// best greedy peak while it is above the target (the capacity, or the lower bound when there is
-// no capacity) and time is left. Deterministic for a seed: the portfolio members run in parallel
-// but the winner is chosen by (peak, portfolio index), and the search is single-threaded.
+// solve_dsa: persistent buffers stacked at the bottom, the rest cut into time components
+// (dsa_components.h); on each component the portfolio of greedy placements (fast, any size),
+// then a search below the greedy peak while it is above the target (the capacity, or the lower
+// bound when there is no capacity) and time is left. Deterministic for a seed: components and
+// portfolio members run in parallel but each winner is chosen by (peak, portfolio index), and
+// the search is single-threaded.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -11,6 +13,7 @@
 
 #include "common/error.h"
 #include "planner/dsa.h"
+#include "planner/dsa_components.h"
 #include "planner/dsa_conflict_index.h"
 #include "planner/dsa_heuristics.h"
 #include "planner/dsa_search.h"
@@ -93,6 +96,51 @@ GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, const DsaConfl
   return best;
 }
 
+// The portfolio on each time component of the buffers, in parallel; offsets from 0 per component.
+struct ComponentsResult {
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t peak = 0;
+  std::string strategy;
+};
+
+ComponentsResult place_components(const std::vector<DsaBuffer>& buffers, bool parallel) {
+  const auto components = split_components(buffers);
+  std::vector<GreedyResult> results(components.size());
+  auto run_component = [&](std::size_t c) {
+    std::vector<DsaBuffer> part;
+    part.reserve(components[c].size());
+    for (std::uint32_t i : components[c]) part.push_back(buffers[i]);
+    const DsaConflictIndex index(part);
+    results[c] = run_portfolio(part, index, parallel);
+  };
+#ifdef STALLOC_HAVE_TBB
+  if (parallel) {
+    tbb::parallel_for(std::size_t{0}, components.size(), run_component);
+  } else {
+    for (std::size_t c = 0; c < components.size(); ++c) run_component(c);
+  }
+#else
+  for (std::size_t c = 0; c < components.size(); ++c) run_component(c);
+#endif
+  ComponentsResult out;
+  out.offsets.assign(buffers.size(), 0);
+  std::size_t highest = 0;
+  for (std::size_t c = 0; c < components.size(); ++c) {
+    for (std::size_t k = 0; k < components[c].size(); ++k) {
+      out.offsets[components[c][k]] = results[c].offsets[k];
+    }
+    if (results[c].peak > out.peak) {
+      out.peak = results[c].peak;
+      highest = c;
+    }
+  }
+  out.strategy = member_name(default_portfolio()[results[highest].member]);
+  if (components.size() > 1) {
+    out.strategy += " (" + std::to_string(components.size()) + " components)";
+  }
+  return out;
+}
+
 }  // namespace
 
 DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
@@ -113,33 +161,63 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
   DsaSolution solution;
   solution.lower_bound_bytes = dsa_lower_bound(problem);
   solution.offsets.assign(problem.buffers.size(), 0);
-  std::vector<std::uint64_t> offsets;
-  if (!active.empty()) {
-    const DsaConflictIndex index(active);
-    GreedyResult greedy = run_portfolio(active, index, options.parallel);
-    offsets = std::move(greedy.offsets);
-    solution.peak_bytes = greedy.peak;
-    solution.strategy = member_name(default_portfolio()[greedy.member]);
-
-    const std::uint64_t target =
-        problem.capacity != 0 ? problem.capacity : solution.lower_bound_bytes;
-    if (solution.peak_bytes > target && options.time_limit_seconds > 0) {
-      // The limit is for the search alone (dsa.h); a million seconds is forever enough and
-      // keeps the conversion to clock ticks from overflowing.
-      const double seconds = std::min(options.time_limit_seconds, 1e6);
-      const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(seconds));
-      SearchRequest request{&active, &offsets, target, deadline, options.seed};
-      if (auto found = search_below(request)) {
-        offsets = std::move(found->offsets);
-        solution.peak_bytes = found->peak;
-        solution.strategy = "search";
-      }
-    }
-  } else {
+  if (active.empty()) {
     solution.strategy = "empty";
+  } else {
+    // Persistent buffers stacked at the bottom, most aligned first to waste the least padding.
+    std::vector<std::uint32_t> persistent = persistent_buffers(active);
+    std::stable_sort(persistent.begin(), persistent.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return active[a].alignment > active[b].alignment;
+    });
+    std::vector<char> is_persistent(active.size(), 0);
+    std::uint64_t base = 0;
+    for (std::uint32_t i : persistent) {
+      const std::uint64_t at = align_up(base, active[i].alignment);
+      solution.offsets[active_index[i]] = at;
+      base = at + active[i].size;
+      is_persistent[i] = 1;
+    }
+    std::vector<DsaBuffer> rest;
+    std::vector<std::size_t> rest_index;
+    std::uint64_t rest_alignment = 1;
+    for (std::size_t k = 0; k < active.size(); ++k) {
+      if (is_persistent[k] != 0) continue;
+      rest.push_back(active[k]);
+      rest_index.push_back(active_index[k]);
+      rest_alignment = std::max(rest_alignment, active[k].alignment);
+    }
+    solution.peak_bytes = base;
+    solution.strategy = "persistent";
+    if (!rest.empty()) {
+      // Shifting by a multiple of every alignment keeps each offset aligned.
+      base = align_up(base, rest_alignment);
+      ComponentsResult greedy = place_components(rest, options.parallel);
+      std::vector<std::uint64_t> offsets = std::move(greedy.offsets);
+      std::uint64_t rest_peak = greedy.peak;
+      solution.strategy = std::move(greedy.strategy);
+
+      const std::uint64_t target =
+          problem.capacity != 0 ? problem.capacity : solution.lower_bound_bytes;
+      const std::uint64_t rest_target = target > base ? target - base : 0;
+      if (rest_peak > rest_target && options.time_limit_seconds > 0) {
+        // The limit is for the search alone (dsa.h); a million seconds is forever enough and
+        // keeps the conversion to clock ticks from overflowing.
+        const double seconds = std::min(options.time_limit_seconds, 1e6);
+        const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(seconds));
+        SearchRequest request{&rest, &offsets, rest_target, deadline, options.seed};
+        if (auto found = search_below(request)) {
+          offsets = std::move(found->offsets);
+          rest_peak = found->peak;
+          solution.strategy = "search";
+        }
+      }
+      for (std::size_t k = 0; k < rest.size(); ++k) {
+        solution.offsets[rest_index[k]] = base + offsets[k];
+      }
+      solution.peak_bytes = base + rest_peak;
+    }
   }
-  for (std::size_t k = 0; k < active.size(); ++k) solution.offsets[active_index[k]] = offsets[k];
   solution.within_capacity = problem.capacity == 0 || solution.peak_bytes <= problem.capacity;
   solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   return solution;
