@@ -1,8 +1,16 @@
-// Host emulation of CUDA VMM. A physical chunk is a memfd (its pages are allocated lazily, on
-// first touch, so large chunks cost nothing until written); a reservation is a PROT_NONE
-// anonymous mapping with MAP_NORESERVE; cuMemMap is an mmap(MAP_FIXED|MAP_SHARED) of the memfd
-// over part of the reservation, so a chunk mapped twice shows the same bytes at both addresses;
-// cuMemUnmap puts the PROT_NONE placeholder back; cuMemSetAccess is mprotect.
+// Host emulation of CUDA VMM. A physical chunk is a slice of an arena, a 1 GiB memfd (its pages
+// are allocated lazily, on first touch, so chunks cost nothing until written); a reservation is
+// a PROT_NONE anonymous mapping with MAP_NORESERVE; cuMemMap is an mmap(MAP_FIXED|MAP_SHARED) of
+// the arena at the slice's offset over part of the reservation, so a chunk mapped twice shows the
+// same bytes at both addresses; cuMemUnmap puts the PROT_NONE placeholder back; cuMemSetAccess is
+// mprotect.
+//
+// Why arenas: one memfd per chunk runs into the open-file limit (often 1024 to 20000) long before
+// a training plan's tens of thousands of chunks. Slices are handed out best-fit from the free
+// extents of all arenas; a chunk larger than an arena gets a memfd of its own. When a chunk's
+// memory goes (released, last mapping gone), its slice is hole-punched, which gives the pages back
+// to the system and makes the slice read as zeros when reused, as a fresh chunk does; an arena
+// with no chunk left is closed.
 //
 // The driver keeps its own books (chunks, reservations, mappings) and checks every call against
 // CUDA's rules before touching the address space, so a call that CUDA would refuse is refused
@@ -19,16 +27,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 
 namespace stalloc::vmm {
 namespace {
 
 constexpr std::size_t kAreaMargin = 1024;
+constexpr std::size_t kArenaBytes = std::size_t{1} << 30;
 constexpr std::size_t kDefaultMaxMapCount = 65530;
 
 std::size_t system_max_map_count() {
@@ -63,13 +74,14 @@ class HostDriver final : public Driver {
         max_bytes_(options.max_bytes),
         device_(options.device),
         area_budget_(area_budget),
-        max_mappings_(options.max_mappings != 0 ? options.max_mappings : area_budget / 2) {}
+        max_mappings_(options.max_mappings != 0 ? options.max_mappings : area_budget / 2),
+        arena_bytes_(std::max(kArenaBytes, options.granularity)) {}
 
   ~HostDriver() override {
     // Whatever the caller leaked goes with the driver: a reservation's munmap also removes the
     // mappings inside it.
     for (const auto& [ptr, size] : reservations_) munmap(as_address(ptr), size);
-    for (const auto& [handle, chunk] : chunks_) close(chunk.fd);
+    for (const auto& [id, arena] : arenas_) close(arena.fd);
   }
 
   HostDriver(const HostDriver&) = delete;
@@ -91,14 +103,10 @@ class HostDriver final : public Driver {
     if (max_bytes_ != 0 && size > max_bytes_ - std::min(max_bytes_, counters_.chunk_bytes)) {
       return Status::OutOfMemory;
     }
-    const int fd = memfd_create("stalloc-chunk", MFD_CLOEXEC);
-    if (fd < 0) return Status::OutOfMemory;
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      close(fd);
-      return Status::OutOfMemory;
-    }
+    Slice slice;
+    if (!take_slice(size, &slice)) return Status::OutOfMemory;
     const ChunkHandle handle = next_handle_++;
-    chunks_.emplace(handle, Chunk{fd, size, false, 0});
+    chunks_.emplace(handle, Chunk{slice, size, false, 0});
     ++counters_.creates;
     ++counters_.live_chunks;
     counters_.chunk_bytes += size;
@@ -170,8 +178,9 @@ class HostDriver final : public Driver {
     if (counters_.live_mappings >= max_mappings_ || areas() + 2 > area_budget_) {
       return Status::OutOfMemory;
     }
-    void* placed = mmap(as_address(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, chunk->second.fd,
-                        static_cast<off_t>(offset));
+    const Slice& slice = chunk->second.slice;
+    void* placed = mmap(as_address(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                        arenas_.at(slice.arena).fd, static_cast<off_t>(slice.offset + offset));
     if (placed == MAP_FAILED) {
       // A failed MAP_FIXED may have dropped the placeholder: put it back.
       restore_placeholder(ptr, size);
@@ -263,8 +272,19 @@ class HostDriver final : public Driver {
   }
 
  private:
-  struct Chunk {
+  // A memfd that chunks are sliced from; free maps offset -> length of the extents not in use,
+  // coalesced. A dedicated arena holds one chunk larger than arena_bytes_ and has no free extents.
+  struct Arena {
     int fd;
+    std::size_t used;  // bytes of live chunks, plus slices that could not be zeroed
+    std::map<std::size_t, std::size_t> free;
+  };
+  struct Slice {
+    std::uint64_t arena = 0;
+    std::size_t offset = 0;
+  };
+  struct Chunk {
+    Slice slice;
     std::size_t size;
     bool released;         // the handle is gone; the memory lives while mapped
     std::size_t mappings;  // live mappings of this chunk
@@ -300,8 +320,89 @@ class HostDriver final : public Driver {
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
   }
 
+  static int new_memfd(std::size_t size) {
+    const int fd = memfd_create("stalloc-chunks", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  // The smallest free extent that holds size, lowest arena and offset first, so that later
+  // arenas empty out and get closed; a new arena when none holds it.
+  bool take_slice(std::size_t size, Slice* out) {
+    if (size > arena_bytes_) {
+      const int fd = new_memfd(size);
+      if (fd < 0) return false;
+      *out = Slice{next_arena_++, 0};
+      arenas_.emplace(out->arena, Arena{fd, size, {}});
+      return true;
+    }
+    auto fit = free_extents_.lower_bound({size, 0, 0});
+    if (fit == free_extents_.end()) {
+      const int fd = new_memfd(arena_bytes_);
+      if (fd < 0) return false;
+      const std::uint64_t id = next_arena_++;
+      arenas_.emplace(id, Arena{fd, 0, {}});
+      add_free_extent(id, 0, arena_bytes_);
+      fit = free_extents_.lower_bound({size, 0, 0});
+    }
+    const auto [length, id, offset] = *fit;
+    free_extents_.erase(fit);
+    Arena& arena = arenas_.at(id);
+    arena.free.erase(offset);
+    if (length > size) add_free_extent(id, offset + size, length - size);
+    arena.used += size;
+    *out = Slice{id, offset};
+    return true;
+  }
+
+  void add_free_extent(std::uint64_t id, std::size_t offset, std::size_t length) {
+    arenas_.at(id).free.emplace(offset, length);
+    free_extents_.emplace(length, id, offset);
+  }
+
+  void give_back_slice(const Slice& slice, std::size_t size) {
+    auto arena = arenas_.find(slice.arena);
+    Arena& a = arena->second;
+    a.used -= size;
+    if (a.used == 0) {
+      for (const auto& [offset, length] : a.free) free_extents_.erase({length, slice.arena, offset});
+      close(a.fd);
+      arenas_.erase(arena);
+      return;
+    }
+    // A slice whose pages cannot be dropped would not read as zeros: it stays out of use for the
+    // arena's life. shmem has supported hole punching since Linux 3.5.
+    if (fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  static_cast<off_t>(slice.offset), static_cast<off_t>(size)) != 0) {
+      a.used += size;
+      return;
+    }
+    std::size_t offset = slice.offset;
+    std::size_t length = size;
+    auto next = a.free.lower_bound(offset);
+    if (next != a.free.end() && next->first == offset + length) {
+      length += next->second;
+      free_extents_.erase({next->second, slice.arena, next->first});
+      next = a.free.erase(next);
+    }
+    if (next != a.free.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        length += prev->second;
+        free_extents_.erase({prev->second, slice.arena, prev->first});
+        a.free.erase(prev);
+      }
+    }
+    add_free_extent(slice.arena, offset, length);
+  }
+
   void destroy_chunk(std::map<ChunkHandle, Chunk>::iterator it) {
-    close(it->second.fd);
+    give_back_slice(it->second.slice, it->second.size);
     counters_.chunk_bytes -= it->second.size;
     --counters_.live_chunks;
     chunks_.erase(it);
@@ -312,9 +413,14 @@ class HostDriver final : public Driver {
   const int device_;
   const std::size_t area_budget_;
   const std::size_t max_mappings_;
+  const std::size_t arena_bytes_;
 
   mutable std::mutex mu_;
   std::uint64_t next_handle_ = 1;
+  std::uint64_t next_arena_ = 1;
+  std::map<std::uint64_t, Arena> arenas_;
+  // Every arena's free extents as (length, arena, offset): best fit is a lower_bound.
+  std::set<std::tuple<std::size_t, std::uint64_t, std::size_t>> free_extents_;
   std::map<ChunkHandle, Chunk> chunks_;
   std::map<DevicePtr, std::size_t> reservations_;  // start -> size
   std::map<DevicePtr, MappedRange> mappings_;      // start -> range

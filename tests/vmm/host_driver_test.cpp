@@ -1,9 +1,18 @@
 // Rules only the host backend can show: page protection before and after set_access, its
-// limits (max_mappings, max_bytes), and its bookkeeping of released-but-mapped chunks.
+// limits (max_mappings, max_bytes), its bookkeeping of released-but-mapped chunks, and how chunks
+// are backed (slices of a few memfds, hole-punched when their memory goes).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "tests/vmm/vmm_test_support.h"
@@ -22,6 +31,64 @@ using testing::kHostTestGranularity;
 using testing::protection_of;
 
 constexpr std::size_t G = kHostTestGranularity;
+
+// The memfds the host driver holds open, and the memory their pages take, from /proc/self/fd.
+struct MemfdUsage {
+  std::size_t files = 0;
+  std::size_t bytes = 0;
+};
+
+MemfdUsage host_driver_memfds() {
+  MemfdUsage usage;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const auto target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (error || target.rfind("/memfd:stalloc-chunks", 0) != 0) continue;
+    struct stat info {};
+    if (stat(entry.path().c_str(), &info) != 0) continue;
+    ++usage.files;
+    usage.bytes += static_cast<std::size_t>(info.st_blocks) * 512;
+  }
+  return usage;
+}
+
+// The file offset column of /proc/self/maps for the area that starts at address.
+std::string file_offset_of(std::uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range;
+    std::string perms;
+    std::string offset;
+    fields >> range >> perms >> offset;
+    if (std::stoull(range.substr(0, range.find('-')), nullptr, 16) == address) return offset;
+  }
+  return "";
+}
+
+// Lowers the soft limit on open files for one test, and puts it back.
+class OpenFileLimit {
+ public:
+  explicit OpenFileLimit(rlim_t soft) {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = std::min(soft, saved_.rlim_cur);
+    setrlimit(RLIMIT_NOFILE, &lowered);
+  }
+  ~OpenFileLimit() { setrlimit(RLIMIT_NOFILE, &saved_); }
+  OpenFileLimit(const OpenFileLimit&) = delete;
+  OpenFileLimit& operator=(const OpenFileLimit&) = delete;
+
+  static rlim_t current() {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    return limit.rlim_cur;
+  }
+
+ private:
+  rlimit saved_{};
+};
 
 std::unique_ptr<Driver> host(std::size_t max_mappings = 0, std::size_t max_bytes = 0) {
   HostDriverOptions options;
@@ -163,6 +230,70 @@ TEST(HostDriver, LargeReservationsCostNoMemory) {
   std::memset(reinterpret_cast<void*>(range.base() + (std::size_t{32} << 30)), 7, 4096);
   ASSERT_EQ(driver->unmap(range.base(), std::size_t{64} << 30), Status::Success);
   ASSERT_EQ(driver->release(handle), Status::Success);
+}
+
+TEST(HostDriver, CreatesMoreChunksThanTheOpenFileLimitAllowsWithoutTouchingMemory) {
+  auto driver = host();
+  const MemfdUsage before = host_driver_memfds();
+  constexpr std::size_t kChunks = 25000;
+  std::vector<ChunkHandle> handles(kChunks);
+  {
+    OpenFileLimit limit(1024);
+    ASSERT_LT(OpenFileLimit::current(), kChunks) << "one memfd per chunk would not fit";
+    for (auto& handle : handles) ASSERT_EQ(driver->create(&handle, G), Status::Success);
+  }
+  EXPECT_EQ(driver->counters().live_chunks, kChunks);
+  EXPECT_EQ(driver->counters().chunk_bytes, kChunks * G);
+  const MemfdUsage created = host_driver_memfds();
+  EXPECT_EQ(created.files - before.files, 2u) << "25000 * 64 KiB fill two 1 GiB arenas";
+  EXPECT_EQ(created.bytes, 0u) << "chunks take memory on first touch only";
+
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 2 * G, 0, &range), Status::Success);
+  ASSERT_EQ(driver->map(range.base(), G, 0, handles.front()), Status::Success);
+  ASSERT_EQ(driver->map(range.base() + G, G, 0, handles.back()), Status::Success);
+  ASSERT_EQ(driver->set_access(range.base(), 2 * G, Access::ReadWrite), Status::Success);
+  std::memset(reinterpret_cast<void*>(range.base()), 1, G);
+  std::memset(reinterpret_cast<void*>(range.base() + G), 2, G);
+  EXPECT_EQ(reinterpret_cast<const unsigned char*>(range.base())[G - 1], 1)
+      << "the first and last chunk do not overlap";
+  ASSERT_EQ(driver->unmap(range.base(), G), Status::Success);
+  ASSERT_EQ(driver->unmap(range.base() + G, G), Status::Success);
+
+  for (const auto handle : handles) ASSERT_EQ(driver->release(handle), Status::Success);
+  EXPECT_EQ(driver->counters().live_chunks, 0u);
+  EXPECT_EQ(host_driver_memfds().files, before.files) << "empty arenas are closed";
+}
+
+TEST(HostDriver, ARecreatedChunkReadsZerosAndItsMemoryWentBack) {
+  auto driver = host();
+  PhysicalChunk keeper;  // keeps the arena open, so the freed slice is reused, not closed
+  ASSERT_EQ(PhysicalChunk::create(*driver, G, &keeper), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, G, 0, &range), Status::Success);
+  auto* bytes = reinterpret_cast<unsigned char*>(range.base());
+
+  ChunkHandle first = 0;
+  ASSERT_EQ(driver->create(&first, G), Status::Success);
+  ASSERT_EQ(driver->map(range.base(), G, 0, first), Status::Success);
+  ASSERT_EQ(driver->set_access(range.base(), G, Access::ReadWrite), Status::Success);
+  std::memset(bytes, 0xab, G);
+  const std::string slice = file_offset_of(range.base());
+  ASSERT_FALSE(slice.empty());
+  EXPECT_GE(host_driver_memfds().bytes, G);
+  ASSERT_EQ(driver->release(first), Status::Success);
+  EXPECT_GE(host_driver_memfds().bytes, G) << "still mapped: the memory stays";
+  ASSERT_EQ(driver->unmap(range.base(), G), Status::Success);
+  EXPECT_EQ(host_driver_memfds().bytes, 0u) << "the slice was hole-punched";
+
+  ChunkHandle second = 0;
+  ASSERT_EQ(driver->create(&second, G), Status::Success);
+  ASSERT_EQ(driver->map(range.base(), G, 0, second), Status::Success);
+  ASSERT_EQ(driver->set_access(range.base(), G, Access::Read), Status::Success);
+  EXPECT_EQ(file_offset_of(range.base()), slice) << "the freed slice is reused";
+  EXPECT_TRUE(std::all_of(bytes, bytes + G, [](unsigned char b) { return b == 0; }));
+  ASSERT_EQ(driver->unmap(range.base(), G), Status::Success);
+  ASSERT_EQ(driver->release(second), Status::Success);
 }
 
 TEST(HostDriver, BadOptionsAndAlignmentsAreRefused) {
