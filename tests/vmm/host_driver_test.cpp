@@ -54,17 +54,8 @@ MemfdUsage host_driver_memfds() {
 
 // The file offset column of /proc/self/maps for the area that starts at address.
 std::string file_offset_of(std::uintptr_t address) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream fields(line);
-    std::string range;
-    std::string perms;
-    std::string offset;
-    fields >> range >> perms >> offset;
-    if (std::stoull(range.substr(0, range.find('-')), nullptr, 16) == address) return offset;
-  }
-  return "";
+  const testing::MapsLine m = testing::maps_line_of(address);
+  return m.start == address ? m.offset : "";
 }
 
 // Lowers the soft limit on open files for one test, and puts it back.

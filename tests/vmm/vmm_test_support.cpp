@@ -35,20 +35,22 @@ std::vector<std::uint8_t> pattern(std::size_t size, std::uint32_t seed) {
   return bytes;
 }
 
-std::string protection_of(std::uintptr_t address) {
+MapsLine maps_line_of(std::uintptr_t address) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
+    MapsLine m;
     std::istringstream fields(line);
     std::string range;
-    std::string perms;
-    fields >> range >> perms;
+    fields >> range >> m.perms >> m.offset;
     const auto dash = range.find('-');
-    const std::uintptr_t start = std::stoull(range.substr(0, dash), nullptr, 16);
+    m.start = std::stoull(range.substr(0, dash), nullptr, 16);
     const std::uintptr_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (address >= start && address < end) return perms;
+    if (address >= m.start && address < end) return m;
   }
-  return "";
+  return {};
 }
+
+std::string protection_of(std::uintptr_t address) { return maps_line_of(address).perms; }
 
 }  // namespace stalloc::vmm::testing

@@ -23,6 +23,14 @@ bool cuda_required();
 // A pattern that differs per seed and per byte, so misplaced data shows.
 std::vector<std::uint8_t> pattern(std::size_t size, std::uint32_t seed);
 
+// The line of /proc/self/maps for the area holding an address (empty fields when none).
+struct MapsLine {
+  std::uintptr_t start = 0;
+  std::string perms;   // "rw-s"
+  std::string offset;  // the file offset column, hexadecimal
+};
+MapsLine maps_line_of(std::uintptr_t address);
+
 // The permissions column of /proc/self/maps ("rw-s") for the area holding address, or "" when
 // no area holds it.
 std::string protection_of(std::uintptr_t address);
