@@ -1,1 +1,0 @@
-// Lets a library whose directory holds no sources yet still be a target.
