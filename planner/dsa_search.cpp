@@ -493,21 +493,21 @@ std::optional<SearchResult> search_components(const SearchRequest& request) {
 
   auto components = split_components(buffers);
   // Hardest first: a component whose greedy placement is already good enough needs no search.
-  std::vector<std::pair<std::uint64_t, std::size_t>> todo;
+  std::vector<std::pair<std::uint64_t, std::size_t>> pending;
   for (std::size_t c = 0; c < components.size(); ++c) {
     std::uint64_t peak = 0;
     for (std::uint32_t i : components[c]) peak = std::max(peak, incumbent[i] + buffers[i].size);
     if (peak > request.target && components[c].size() <= kMaxSearchBuffers) {
-      todo.emplace_back(peak, c);
+      pending.emplace_back(peak, c);
     }
   }
-  std::sort(todo.begin(), todo.end(), std::greater<>());
+  std::sort(pending.begin(), pending.end(), std::greater<>());
 
-  for (std::size_t t = 0; t < todo.size(); ++t) {
-    const auto [greedy_peak, c] = todo[t];
+  for (std::size_t t = 0; t < pending.size(); ++t) {
+    const auto [greedy_peak, c] = pending[t];
     const auto now = Clock::now();
     if (now >= request.deadline) break;
-    const auto share = (request.deadline - now) / static_cast<long>(todo.size() - t);
+    const auto share = (request.deadline - now) / static_cast<long>(pending.size() - t);
     const auto component_deadline = now + share;
     SectionSearch search(buffers, components[c]);
     auto apply = [&](const std::vector<std::pair<std::uint32_t, std::uint64_t>>& placed) {

@@ -15,17 +15,17 @@ namespace {
 // pointer in the document shows up under AddressSanitizer.
 std::size_t walk(const stalloc::PickleValue& root) {
   std::unordered_set<const stalloc::PickleValue*> seen;
-  std::vector<const stalloc::PickleValue*> todo{&root};
+  std::vector<const stalloc::PickleValue*> stack{&root};
   std::size_t bytes = 0;
-  while (!todo.empty()) {
-    const stalloc::PickleValue* v = todo.back();
-    todo.pop_back();
+  while (!stack.empty()) {
+    const stalloc::PickleValue* v = stack.back();
+    stack.pop_back();
     if (!seen.insert(v).second) continue;
     bytes += v->text.size() + static_cast<std::size_t>(v->as_int() & 1);
-    for (const auto* item : v->items) todo.push_back(item);
+    for (const auto* item : v->items) stack.push_back(item);
     for (const auto& [key, value] : v->entries) {
-      todo.push_back(key);
-      todo.push_back(value);
+      stack.push_back(key);
+      stack.push_back(value);
     }
   }
   return bytes;
