@@ -9,16 +9,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Two identical iterations: two 5 MiB tensors live together. PyTorch packs them into one 20 MiB
 # segment: peak allocated 10 MiB, peak reserved 20 MiB, utilization 50%.
-{
-  echo "stalloc-trace 1"
-  for it in 0 1; do
-    a=$((it * 2 + 1)); b=$((it * 2 + 2))
-    echo "a $a 5242880 0 $it fwd 0 0 0 -"
-    echo "a $b 5242880 0 $it fwd 0 0 0 -"
-    echo "f $a 5242880 0 $it bwd 0 0 0 -"
-    echo "f $b 5242880 0 $it bwd 0 0 0 -"
-  done
-} > "$tmp/two.trace"
+source "$(dirname "$0")/two_tensor_trace.bash"
+write_two_tensor_trace "$tmp/two.trace"
 
 "$bin" sim "$tmp/two.trace" --allocators pytorch > "$tmp/table.txt" 2> "$tmp/err.txt"
 grep -Eq "^two +pytorch +10\.00 MiB +20\.00 MiB +50\.0%" "$tmp/table.txt" || fail "table: $(cat "$tmp/table.txt")"

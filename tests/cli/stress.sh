@@ -9,16 +9,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Two 5 MiB tensors live together in each of two iterations: lower bound 10 MiB. PyTorch
 # needs one 20 MiB segment; the chunk planner less.
-{
-  echo "stalloc-trace 1"
-  for it in 0 1; do
-    a=$((it * 2 + 1)); b=$((it * 2 + 2))
-    echo "a $a 5242880 0 $it fwd 0 0 0 -"
-    echo "a $b 5242880 0 $it fwd 0 0 0 -"
-    echo "f $a 5242880 0 $it bwd 0 0 0 -"
-    echo "f $b 5242880 0 $it bwd 0 0 0 -"
-  done
-} > "$tmp/two.trace"
+source "$(dirname "$0")/two_tensor_trace.bash"
+write_two_tensor_trace "$tmp/two.trace"
 
 "$bin" stress "$tmp/two.trace" --allocators pytorch,stalloc,stalloc-runtime --json > "$tmp/out.json" 2> /dev/null
 python3 - "$tmp/out.json" <<'PY'
