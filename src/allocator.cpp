@@ -33,6 +33,11 @@ std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver)
   return config.granularity;
 }
 
+// Virtual space of a stream's packed arenas: more than any GPU holds (a reservation costs no
+// memory, and one that cannot be had is halved).
+constexpr std::uint64_t kSmallArenaBytes = std::uint64_t{64} << 30;
+constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
+
 }  // namespace
 
 Runtime::Runtime(const RuntimeConfig& config)
@@ -52,7 +57,6 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
       dynamic_(driver_, memory_, pool_, sync_),
-      slab_(driver_, memory_, sync_, config.small_size),
       cache_(config.plan_cache_size) {
   recorder_.set_timing(true);
   log("stalloc runtime: " + format_runtime_config(config_) + " driver " +
@@ -178,6 +182,7 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   }
   std::size_t slot_index = SIZE_MAX;
   vmm::DevicePtr p = 0;
+  PackedArena* arena = nullptr;
   if (active_ != nullptr || !cache_.installed().empty()) {
     p = serve_planned(size, s, &slot_index);
   } else {
@@ -186,8 +191,10 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   ++allocs_in_iteration_;
   if (p == 0) {
     std::string why;
-    if (slab_.serves(size)) p = slab_.allocate(size, s, &why);
-    if (p == 0) p = dynamic_.allocate(size, s, nullptr, &why);
+    // Pages other arenas emptied go back first, so that this one need not create chunks.
+    poll_unplanned();
+    arena = &packed_arena(s, size);
+    p = arena->allocate(size, s, &why);
     if (p == 0) {
       ++stats_.ooms;
       stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
@@ -199,7 +206,7 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   if (slot_index != SIZE_MAX) {
     active_->slot(slot_index).tenant_id = id;
   } else {
-    unplanned_.emplace(p, Unplanned{id, size, s, StreamSync::bit(s)});
+    unplanned_.emplace(p, Unplanned{id, size, s, StreamSync::bit(s), arena});
   }
   ++live_allocations_;
   ++stats_.allocations;
@@ -236,7 +243,7 @@ void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
     if (it != unplanned_.end()) {
       const Unplanned u = it->second;
       unplanned_.erase(it);
-      done = slab_.owns(p) ? slab_.free(p, u.stream, u.used_by) : dynamic_.free(p, u.used_by);
+      done = u.arena != nullptr ? u.arena->free(p, u.used_by) : dynamic_.free(p, u.used_by);
       recorder_.free(u.id, u.size, u.stream, thread, p);
       stats_.allocated_bytes -= u.size;
     }
@@ -265,7 +272,7 @@ void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
 
 void Runtime::empty_cache() {
   std::lock_guard lock(mutex_);
-  dynamic_.poll();
+  poll_unplanned();
   memory_.trim();
 }
 
@@ -328,7 +335,25 @@ void Runtime::end_iteration() {
   ++stats_.iterations;
   install_finished();
   choose_plan();
+  poll_unplanned();
+}
+
+PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
+  const bool small = size <= config_.small_size;
+  const std::size_t index = 2 * std::size_t{stream} + (small ? 0 : 1);
+  if (packed_.size() <= index) packed_.resize(index + 1);
+  if (!packed_[index]) {
+    packed_[index] = std::make_unique<PackedArena>(
+        driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream);
+  }
+  return *packed_[index];
+}
+
+void Runtime::poll_unplanned() {
   dynamic_.poll();
+  for (const auto& arena : packed_) {
+    if (arena) arena->poll();
+  }
 }
 
 void Runtime::install_finished() {
@@ -418,7 +443,9 @@ RuntimeStats Runtime::stats() const {
   s.cached_bytes = memory_.cached_bytes();
   s.pool_bytes = pool_.size() * granularity_;
   s.dynamic_bytes = dynamic_.live_bytes();
-  s.slab_bytes = slab_.live_bytes();
+  for (const auto& arena : packed_) {
+    if (arena) s.packed_bytes += arena->live_bytes();
+  }
   s.plans_installed = cache_.installed().size();
   s.plans_pending = cache_.pending();
   s.stream_waits = sync_.waits();
@@ -462,13 +489,20 @@ std::string Runtime::snapshot_pickle() const {
     seg.blocks.push_back({r.base, r.bytes, r.size, true});
     segments.push_back(std::move(seg));
   }
-  for (const auto& c : slab_.chunk_views()) {
-    SnapshotSegment seg;
-    seg.address = c.base;
-    seg.total_size = granularity_;
-    seg.small = true;
-    for (const auto& [addr, size] : c.live) seg.blocks.push_back({addr, c.block, size, true});
-    segments.push_back(std::move(seg));
+  for (std::size_t index = 0; index < packed_.size(); ++index) {
+    if (!packed_[index]) continue;
+    const auto stream = static_cast<std::uint32_t>(index / 2);
+    for (const PackedArena::Run& run : packed_[index]->runs()) {
+      SnapshotSegment seg;
+      seg.address = run.base;
+      seg.total_size = run.bytes;
+      seg.stream = stream < sync_.streams() ? sync_.handle_of(stream) : 0;
+      seg.small = index % 2 == 0;
+      for (const PackedArena::Block& b : run.blocks) {
+        seg.blocks.push_back({b.address, b.bytes, b.size, true});
+      }
+      segments.push_back(std::move(seg));
+    }
   }
   std::vector<SnapshotAction> actions;
   for (const auto& r : recorder_.all_requests()) {

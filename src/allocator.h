@@ -5,8 +5,11 @@
 // planned in the background (planner/chunk_plan.h) and the plan is installed at the next
 // boundary; iterations with a plan are served from it: each request is matched to the next
 // planned slot (ordinal, size, stream), with a look-ahead to resynchronise after a request the
-// plan does not have. Anything unmatched goes to the dynamic path: the slab for small requests,
-// else a dynamic range (dynamic_arena.h).
+// plan does not have. Anything unmatched is packed into its stream's packed arenas
+// (packed_arena.h), small and large requests apart so that small short-lived tensors do not pin
+// the pages of large ones;
+// requests matched to a Dynamic slot get a dynamic range on the plan's idle chunks
+// (dynamic_arena.h).
 //
 // Every entry point takes one mutex; the planned path under it is a comparison, an occupancy
 // check on the slot's chunks and a few stores. Chunk creation, mapping and planning happen at
@@ -24,6 +27,7 @@
 
 #include "planner/chunk_plan.h"
 #include "src/dynamic_arena.h"
+#include "src/packed_arena.h"
 #include "src/period_detector.h"
 #include "src/physical_memory.h"
 #include "src/plan_cache.h"
@@ -31,7 +35,6 @@
 #include "src/recorder.h"
 #include "src/runtime_config.h"
 #include "src/runtime_stats.h"
-#include "src/slab.h"
 #include "src/stream_sync.h"
 #include "vmm/driver.h"
 
@@ -82,6 +85,7 @@ class Runtime {
     std::uint64_t size = 0;
     std::uint32_t stream = 0;
     StreamMask used_by = 0;
+    PackedArena* arena = nullptr;  // null: a Dynamic slot's range
   };
 
   Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
@@ -96,6 +100,8 @@ class Runtime {
   std::uint16_t thread_index();
   void log(const std::string& line) const;
   bool free_planned(vmm::DevicePtr p, std::uint16_t thread);
+  PackedArena& packed_arena(std::uint32_t stream, std::uint64_t size);
+  void poll_unplanned();
 
   RuntimeConfig config_;
   std::unique_ptr<vmm::Driver> owned_driver_;
@@ -108,7 +114,8 @@ class Runtime {
   PhysicalMemory memory_;
   PlanPool pool_;
   DynamicArena dynamic_;
-  Slab slab_;
+  // Per stream, [2s] for unplanned requests up to small_size and [2s + 1] for larger ones.
+  std::vector<std::unique_ptr<PackedArena>> packed_;
   PlanCache cache_;
   Recorder recorder_;
   PeriodDetector detector_;

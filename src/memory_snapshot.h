@@ -19,7 +19,7 @@ struct SnapshotSegment {
   std::uint64_t address = 0;
   std::uint64_t total_size = 0;
   std::uint64_t stream = 0;
-  bool small = false;  // segment_type "small" (slab) or "large"
+  bool small = false;  // segment_type "small" (small packed arena) or "large"
   std::vector<SnapshotBlock> blocks;  // any order; gaps are written as inactive blocks
 };
 

@@ -1,4 +1,4 @@
-// The runtime's physical chunks: every chunk it holds (plan pool, dynamic ranges, slab) is
+// The runtime's physical chunks: every chunk it holds (plan pool, dynamic ranges, packed arenas) is
 // created here, so reserved memory and the capacity are accounted in one place. Chunks given
 // back by the dynamic path stay cached for reuse (cuMemCreate is slow) until empty_cache() or a
 // plan install trims them. A chunk remembers the streams that used it, for stream ordering.

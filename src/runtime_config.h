@@ -22,7 +22,7 @@ struct RuntimeConfig {
   PlanMode mode = PlanMode::Alias;         // alias | windowed
   std::uint32_t profile_iterations = 1;    // iterations after warm-up before the first plan
   std::uint64_t granularity = 0;           // 0: the driver's granularity
-  std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the slab
+  std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the small packed arena
   std::uint64_t capacity = 0;              // bytes of physical memory; 0: unlimited
   bool auto_step = true;                   // detect iteration boundaries when step() is never called
   std::uint32_t plan_cache_size = 8;       // installed plans kept (one per iteration signature)

@@ -21,12 +21,12 @@ struct OomReport {
 struct RuntimeStats {
   std::uint64_t allocated_bytes = 0;       // requested bytes of live tensors
   std::uint64_t peak_allocated_bytes = 0;
-  std::uint64_t reserved_bytes = 0;        // physical chunks held (pool, dynamic, slab, cache)
+  std::uint64_t reserved_bytes = 0;        // physical chunks held (pool, dynamic, packed, cache)
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t cached_bytes = 0;          // reserved chunks held idle for reuse
   std::uint64_t pool_bytes = 0;            // the plan pool
-  std::uint64_t dynamic_bytes = 0;         // requested bytes live on the dynamic path
-  std::uint64_t slab_bytes = 0;            // requested bytes live in the slab
+  std::uint64_t dynamic_bytes = 0;         // requested bytes live in Dynamic slots' ranges
+  std::uint64_t packed_bytes = 0;          // requested bytes live in the packed arenas (unplanned)
   std::uint64_t allocations = 0;
   std::uint64_t frees = 0;
   std::uint64_t matches = 0;               // requests served from their planned slot

@@ -19,6 +19,19 @@ std::uint64_t FaultInjectingDriver::calls(CallMask mask) const {
   return n;
 }
 
+void FaultInjectingDriver::hold_events(bool held) {
+  std::lock_guard lock(mu_);
+  events_held_ = held;
+}
+
+Status FaultInjectingDriver::event_query(EventHandle event) {
+  {
+    std::lock_guard lock(mu_);
+    if (events_held_) return Status::NotReady;
+  }
+  return inner_.event_query(event);
+}
+
 std::uint64_t FaultInjectingDriver::injected() const {
   std::lock_guard lock(mu_);
   return injected_;

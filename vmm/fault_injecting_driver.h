@@ -1,6 +1,8 @@
 // A Driver decorator that makes the k-th call of chosen kinds fail, so tests can drive every
 // error path of the code above the driver ("for every k, fail the k-th call, check that nothing
 // leaks"). Calls of other kinds, and every call but the chosen one, go to the wrapped driver.
+// It can also hold events back (NotReady), standing in for GPU work still running, which the
+// host backend never has.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,8 @@ class FaultInjectingDriver final : public Driver {
   std::uint64_t calls(CallMask mask) const;
   // Failures injected so far.
   std::uint64_t injected() const;
+  // While held, every event query answers NotReady.
+  void hold_events(bool held);
 
   std::string_view name() const override { return inner_.name(); }
   int device() const override { return inner_.device(); }
@@ -60,7 +64,7 @@ class FaultInjectingDriver final : public Driver {
   Status event_record(EventHandle event, StreamHandle stream) override {
     return inner_.event_record(event, stream);
   }
-  Status event_query(EventHandle event) override { return inner_.event_query(event); }
+  Status event_query(EventHandle event) override;
   Status stream_wait_event(StreamHandle stream, EventHandle event) override {
     return inner_.stream_wait_event(stream, event);
   }
@@ -87,6 +91,7 @@ class FaultInjectingDriver final : public Driver {
   CallMask armed_mask_ = CallMask::None;
   std::uint64_t armed_remaining_ = 0;  // matching calls until the failure; 0: disarmed
   Status armed_status_ = Status::OutOfMemory;
+  bool events_held_ = false;
 };
 
 }  // namespace stalloc::vmm

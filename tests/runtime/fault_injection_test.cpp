@@ -1,7 +1,7 @@
 // Fault injection: the generator's tiny preset is replayed through the runtime on a
 // FaultInjectingDriver, once per k, with the k-th driver call (create, reserve, map or
 // set-access) failing. Whatever call fails - while profiling, installing a plan, mapping a window,
-// growing a dynamic range or the slab - the failure must surface as a nullptr or a plan failure,
+// growing a dynamic range or a packed arena - the failure must surface as a nullptr or a plan failure,
 // the runtime must keep serving afterwards, no live tensor may be corrupted, and once the runtime
 // is gone every chunk, reservation and mapping must have been given back to the driver.
 //

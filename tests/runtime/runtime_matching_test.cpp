@@ -103,7 +103,8 @@ TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
 // An alias plan needing more live mappings than the driver allows is planned again windowed.
 TEST(RuntimeMatching, AliasPlanOverTheMappingLimitFallsBackToWindowed) {
   const Trace trace = periodic_trace(6, 2 * kG + 4096, 8);
-  // What alias mode keeps mapped once the tensors are gone: the plan's mappings and the slab.
+  // What alias mode keeps mapped once the tensors are gone: the plan's mappings and the
+  // packed arenas' pages that still hold persistent tensors.
   std::size_t alias_mappings = 0;
   {
     auto driver = host_driver();

@@ -1,0 +1,227 @@
+#include "src/packed_arena.h"
+
+#include <algorithm>
+
+namespace stalloc {
+
+PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
+                         std::uint64_t reservation_bytes, std::uint32_t home)
+    : driver_(driver),
+      memory_(memory),
+      sync_(sync),
+      granularity_(memory.granularity()),
+      reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
+                         granularity_ * granularity_),
+      home_(StreamSync::bit(home)) {}
+
+PackedArena::~PackedArena() {
+  for (std::uint64_t i = 0; i < pages_.size(); ++i) {
+    Page& page = pages_[i];
+    if (!page.mapped) continue;
+    sync_.discard(&page.events);
+    driver_.unmap(base_ + i * granularity_, granularity_);
+    page.chunk.users |= page.users;
+    memory_.give_back(page.chunk);
+  }
+  if (base_ != 0) driver_.free_reservation(base_, reservation_bytes_);
+}
+
+bool PackedArena::ensure_reserved(std::string* why) {
+  if (base_ != 0) return true;
+  // Ask for the whole reservation, halving when the address space is short.
+  for (std::uint64_t bytes = reservation_bytes_; bytes >= granularity_;
+       bytes = bytes / 2 / granularity_ * granularity_) {
+    if (driver_.reserve(&base_, bytes) == vmm::Status::Success) {
+      reservation_bytes_ = bytes;
+      add_span(0, bytes, home_);
+      return true;
+    }
+    base_ = 0;
+    if (bytes == granularity_) break;
+  }
+  *why = "cuMemAddressReserve failed for the packed arena";
+  return false;
+}
+
+void PackedArena::take_span(std::uint64_t offset, std::uint64_t length) {
+  auto it = free_by_offset_.find(offset);
+  const FreeSpan span = it->second;
+  free_by_length_.erase({span.length, offset});
+  free_by_offset_.erase(it);
+  if (span.length > length) add_span(offset + length, span.length - length, span.users);
+}
+
+void PackedArena::add_span(std::uint64_t offset, std::uint64_t length, StreamMask users) {
+  auto next = free_by_offset_.lower_bound(offset);
+  if (next != free_by_offset_.end() && next->first == offset + length &&
+      next->second.users == users) {
+    length += next->second.length;
+    free_by_length_.erase({next->second.length, next->first});
+    next = free_by_offset_.erase(next);
+  }
+  if (next != free_by_offset_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.length == offset && prev->second.users == users) {
+      offset = prev->first;
+      length += prev->second.length;
+      free_by_length_.erase({prev->second.length, prev->first});
+      free_by_offset_.erase(prev);
+    }
+  }
+  free_by_offset_.emplace(offset, FreeSpan{length, users});
+  free_by_length_.emplace(length, offset);
+}
+
+bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask* sync_with,
+                            std::vector<std::uint64_t>* mapped_now, std::string* why) {
+  if (pages_.size() <= last) pages_.resize(last + 1);
+  for (std::uint64_t i = first; i <= last; ++i) {
+    Page& page = pages_[i];
+    if (page.mapped) continue;
+    auto chunk = memory_.acquire();
+    bool ok = chunk.has_value();
+    if (!ok) {
+      *why = memory_.last_failure();
+    } else {
+      const vmm::DevicePtr at = base_ + i * granularity_;
+      ok = driver_.map(at, granularity_, 0, chunk->handle) == vmm::Status::Success;
+      if (ok && driver_.set_access(at, granularity_, vmm::Access::ReadWrite) !=
+                    vmm::Status::Success) {
+        driver_.unmap(at, granularity_);
+        ok = false;
+      }
+      if (!ok) {
+        *why = "mapping a page of the packed arena failed (live mappings limit?)";
+        memory_.give_back(*chunk);
+      }
+    }
+    if (!ok) {
+      for (std::uint64_t j : *mapped_now) unmap_page(j);
+      mapped_now->clear();
+      return false;
+    }
+    *sync_with |= chunk->users;
+    page.chunk = *chunk;
+    page.mapped = true;
+    page.users = 0;
+    ++mapped_pages_;
+    mapped_now->push_back(i);
+  }
+  return true;
+}
+
+void PackedArena::unmap_page(std::uint64_t index) {
+  Page& page = pages_[index];
+  driver_.unmap(base_ + index * granularity_, granularity_);
+  memory_.give_back(page.chunk);
+  const std::uint64_t generation = page.generation + 1;
+  page = Page{};
+  page.generation = generation;
+  --mapped_pages_;
+}
+
+vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, std::string* why) {
+  poll();
+  if (!ensure_reserved(why)) return 0;
+  const std::uint64_t length =
+      (std::max<std::uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  auto fit = free_by_length_.lower_bound({length, 0});
+  if (fit == free_by_length_.end()) {
+    *why = "the packed arena's " + std::to_string(reservation_bytes_) +
+           " bytes of address space are full";
+    return 0;
+  }
+  const std::uint64_t offset = fit->second;
+  const std::uint64_t first = offset / granularity_;
+  const std::uint64_t last = (offset + length - 1) / granularity_;
+  StreamMask sync_with = free_by_offset_.at(offset).users;
+  std::vector<std::uint64_t> mapped_now;
+  if (!map_pages(first, last, &sync_with, &mapped_now, why)) return 0;
+  if (!sync_.order_after(sync_with, stream)) {
+    *why = "stream ordering failed for a packed allocation";
+    for (std::uint64_t i : mapped_now) unmap_page(i);
+    return 0;
+  }
+  take_span(offset, length);
+  for (std::uint64_t i = first; i <= last; ++i) {
+    Page& page = pages_[i];
+    if (!page.events.empty()) {
+      // Wanted again before its unmap: keep the mapping, forget the pending unmap.
+      sync_.discard(&page.events);
+      ++page.generation;
+    }
+    ++page.tenants;
+    page.users |= StreamSync::bit(stream);
+  }
+  const vmm::DevicePtr address = base_ + offset;
+  live_.emplace(address, Block{address, size, length});
+  live_bytes_ += size;
+  return address;
+}
+
+void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by) {
+  for (std::uint64_t i = first; i <= last; ++i) {
+    Page& page = pages_[i];
+    page.users |= used_by;
+    if (--page.tenants > 0) continue;
+    if (sync_.record(page.users, &page.events) && !page.events.empty()) {
+      pending_.push_back({i, page.generation});
+    } else if (page.events.empty() && page.users == 0) {
+      unmap_page(i);
+    } else {
+      // No event says when the GPU is done: the page stays mapped, empty, until it is wanted
+      // again or the arena goes.
+      sync_.discard(&page.events);
+    }
+  }
+}
+
+bool PackedArena::free(vmm::DevicePtr ptr, StreamMask used_by) {
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return false;
+  const Block block = it->second;
+  live_.erase(it);
+  live_bytes_ -= block.size;
+  const std::uint64_t offset = ptr - base_;
+  add_span(offset, block.bytes, used_by);
+  release_tenancy(offset / granularity_, (offset + block.bytes - 1) / granularity_, used_by);
+  poll();
+  return true;
+}
+
+void PackedArena::poll() {
+  while (!pending_.empty()) {
+    const Pending p = pending_.front();
+    Page& page = pages_[p.page];
+    if (page.generation != p.generation || page.events.empty()) {
+      pending_.pop_front();
+      continue;
+    }
+    if (!sync_.completed(&page.events)) return;
+    page.chunk.users = 0;
+    unmap_page(p.page);
+    pending_.pop_front();
+  }
+}
+
+std::vector<PackedArena::Run> PackedArena::runs() const {
+  std::vector<Block> blocks;
+  blocks.reserve(live_.size());
+  for (const auto& [address, block] : live_) blocks.push_back(block);
+  std::sort(blocks.begin(), blocks.end(),
+            [](const Block& a, const Block& b) { return a.address < b.address; });
+  std::vector<Run> out;
+  std::size_t next_block = 0;
+  for (std::uint64_t i = 0; i < pages_.size(); ++i) {
+    if (!pages_[i].mapped) continue;
+    const vmm::DevicePtr at = base_ + i * granularity_;
+    if (out.empty() || out.back().base + out.back().bytes != at) out.push_back({at, 0, {}});
+    out.back().bytes += granularity_;
+    while (next_block < blocks.size() && blocks[next_block].address < at + granularity_) {
+      out.back().blocks.push_back(blocks[next_block++]);
+    }
+  }
+  return out;
+}
+
+}  // namespace stalloc

@@ -1,0 +1,118 @@
+// Requests no plan covers (profiling iterations, misses, persistent tensors), packed byte by
+// byte into one large virtual reservation whose pages are backed by physical chunks only while
+// some allocation overlaps them.
+//
+// Why not a range per request: a tensor then holds whole chunks, and at a large granularity the
+// rounding is most of the waste (a 6 MiB weight in a 32 MiB chunk). Why not a slab of size
+// classes: power-of-two blocks waste up to half, and a class's chunks never go back. Here a
+// request takes the best-fitting free interval (ties: lowest address), so parameters and
+// optimizer states made one after another sit back to back; a page whose last allocation is
+// freed is unmapped once events show the GPU is done with it, and its chunk goes back to
+// PhysicalMemory. A page needed again before that keeps its mapping.
+//
+// Streams: an arena belongs to one stream (the runtime keeps one per stream, as PyTorch keeps
+// its pools per stream). A free interval remembers the streams that used its bytes; reusing them
+// on another stream makes that stream wait on an event (never the host), and only intervals
+// with the same streams merge, so one tensor used by a second stream (record_stream) does not
+// make every later allocation wait for that stream. A chunk from PhysicalMemory brings its own
+// users the same way.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "src/physical_memory.h"
+#include "src/stream_sync.h"
+#include "vmm/driver.h"
+
+namespace stalloc {
+
+class PackedArena {
+ public:
+  static constexpr std::uint64_t kAlignment = 512;
+
+  // reservation_bytes: the virtual space reserved at the first allocation (a multiple of the
+  // granularity); it bounds what can be live in the arena at once.
+  // home: the stream the arena serves.
+  PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
+              std::uint64_t reservation_bytes, std::uint32_t home);
+  ~PackedArena();
+  PackedArena(const PackedArena&) = delete;
+  PackedArena& operator=(const PackedArena&) = delete;
+
+  // 0 when it cannot be served (*why says why); nothing is left behind then.
+  vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream, std::string* why);
+  // False when ptr is not a live allocation of this arena.
+  bool free(vmm::DevicePtr ptr, StreamMask used_by);
+  bool owns(vmm::DevicePtr ptr) const { return live_.count(ptr) != 0; }
+  // Unmaps emptied pages whose events completed and gives their chunks back.
+  void poll();
+
+  std::uint64_t live_bytes() const { return live_bytes_; }
+  std::uint64_t mapped_pages() const { return mapped_pages_; }
+
+  struct Block {
+    vmm::DevicePtr address = 0;
+    std::uint64_t size = 0;       // requested
+    std::uint64_t bytes = 0;      // taken (aligned)
+  };
+  // Maximal runs of mapped pages and the live allocations that start inside each.
+  struct Run {
+    vmm::DevicePtr base = 0;
+    std::uint64_t bytes = 0;
+    std::vector<Block> blocks;
+  };
+  std::vector<Run> runs() const;
+
+ private:
+  struct Page {
+    Chunk chunk;                 // valid while mapped
+    bool mapped = false;
+    std::uint32_t tenants = 0;   // live allocations overlapping the page
+    StreamMask users = 0;        // streams that used the page since it was mapped
+    std::uint64_t generation = 0;  // bumped when a pending unmap is called off
+    std::vector<vmm::EventHandle> events;  // pending unmap: the GPU is done when these are
+  };
+  struct Pending {
+    std::uint64_t page = 0;
+    std::uint64_t generation = 0;
+  };
+  struct FreeSpan {
+    std::uint64_t length = 0;
+    StreamMask users = 0;
+  };
+
+  bool ensure_reserved(std::string* why);
+  // Maps the unmapped pages of [first, last], listing them in mapped_now; on failure unmaps
+  // them again and returns false.
+  bool map_pages(std::uint64_t first, std::uint64_t last, StreamMask* sync_with,
+                 std::vector<std::uint64_t>* mapped_now, std::string* why);
+  // The chunk goes back with the streams its users mask names as possibly still running.
+  void unmap_page(std::uint64_t index);
+  void take_span(std::uint64_t offset, std::uint64_t length);
+  void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
+  void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
+
+  vmm::Driver& driver_;
+  PhysicalMemory& memory_;
+  StreamSync& sync_;
+  std::uint64_t granularity_;
+  std::uint64_t reservation_bytes_;
+  StreamMask home_;
+  vmm::DevicePtr base_ = 0;
+  std::vector<Page> pages_;
+  std::map<std::uint64_t, FreeSpan> free_by_offset_;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> free_by_length_;  // (length, offset)
+  std::unordered_map<vmm::DevicePtr, Block> live_;
+  std::deque<Pending> pending_;
+  std::uint64_t live_bytes_ = 0;
+  std::uint64_t mapped_pages_ = 0;
+};
+
+}  // namespace stalloc

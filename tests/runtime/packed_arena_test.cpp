@@ -1,0 +1,235 @@
+#include "src/packed_arena.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tests/runtime/runtime_test_support.h"
+#include "vmm/fault_injecting_driver.h"
+
+namespace stalloc {
+namespace {
+
+using namespace testing_support;
+
+constexpr std::uint64_t kReservation = 1024 * kG;
+
+struct ArenaFixture {
+  explicit ArenaFixture(std::uint64_t capacity = 0)
+      : host(host_driver()),
+        driver(*host),
+        sync(driver),
+        memory(driver, kG, capacity),
+        arena(driver, memory, sync, kReservation, 0) {}
+  std::unique_ptr<vmm::Driver> host;
+  vmm::FaultInjectingDriver driver;
+  StreamSync sync;
+  PhysicalMemory memory;
+  PackedArena arena;
+};
+
+void fill(vmm::DevicePtr p, std::uint64_t size, unsigned char value) {
+  std::memset(reinterpret_cast<void*>(p), value, size);
+}
+
+bool holds(vmm::DevicePtr p, std::uint64_t size, unsigned char value) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  return std::all_of(bytes, bytes + size, [&](unsigned char b) { return b == value; });
+}
+
+TEST(PackedArena, SmallTensorsShareOnePage) {
+  ArenaFixture f;
+  std::string why;
+  std::vector<vmm::DevicePtr> ptrs;
+  for (int i = 0; i < 10; ++i) {
+    ptrs.push_back(f.arena.allocate(3000, 0, &why));
+    ASSERT_NE(ptrs.back(), 0u) << why;
+    fill(ptrs.back(), 3000, static_cast<unsigned char>(i + 1));
+  }
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), kG);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(holds(ptrs[i], 3000, static_cast<unsigned char>(i + 1))) << i;
+    EXPECT_EQ(ptrs[i] % PackedArena::kAlignment, 0u);
+  }
+  EXPECT_EQ(f.arena.live_bytes(), 30000u);
+}
+
+// Persistent tensors of 1.5 chunks each sit back to back: 4 of them take 6 chunks, not 8.
+TEST(PackedArena, TensorsAcrossPagesPackBackToBack) {
+  ArenaFixture f;
+  std::string why;
+  const std::uint64_t size = kG + kG / 2;
+  std::vector<vmm::DevicePtr> ptrs;
+  for (int i = 0; i < 4; ++i) {
+    ptrs.push_back(f.arena.allocate(size, 0, &why));
+    ASSERT_NE(ptrs.back(), 0u) << why;
+    fill(ptrs.back(), size, static_cast<unsigned char>(0x40 + i));
+  }
+  EXPECT_EQ(f.arena.mapped_pages(), 6u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(holds(ptrs[i], size, static_cast<unsigned char>(0x40 + i)));
+  // Freeing the second and third empties the pages only they covered.
+  EXPECT_TRUE(f.arena.free(ptrs[1], 1));
+  EXPECT_TRUE(f.arena.free(ptrs[2], 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 4u);
+  EXPECT_TRUE(holds(ptrs[0], size, 0x40));
+  EXPECT_TRUE(holds(ptrs[3], size, 0x43));
+  EXPECT_FALSE(f.arena.free(ptrs[1], 1));
+}
+
+TEST(PackedArena, EmptiedPagesGoBackToPhysicalMemory) {
+  ArenaFixture f;
+  std::string why;
+  vmm::DevicePtr p = f.arena.allocate(3 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_EQ(f.arena.mapped_pages(), 3u);
+  const auto mappings = f.driver.counters().live_mappings;
+  EXPECT_TRUE(f.arena.free(p, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_EQ(f.driver.counters().live_mappings, mappings - 3);
+  EXPECT_EQ(f.memory.cached_bytes(), 3 * kG);
+  // The next allocation takes the cached chunks instead of creating new ones.
+  const auto creates = f.driver.counters().creates;
+  vmm::DevicePtr q = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  EXPECT_EQ(f.driver.counters().creates, creates);
+  EXPECT_TRUE(f.arena.free(q, 1));
+}
+
+// While the GPU may still use a freed page, the page keeps its chunk; taking it again calls the
+// unmap off, and it goes only once its events complete.
+TEST(PackedArena, PageInFlightIsKeptUntilItsEventsComplete) {
+  ArenaFixture f;
+  std::string why;
+  f.driver.hold_events(true);
+  vmm::DevicePtr p = f.arena.allocate(kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_TRUE(f.arena.free(p, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);
+  EXPECT_EQ(f.memory.cached_bytes(), 0u);
+  const auto maps = f.driver.counters().maps;
+  vmm::DevicePtr q = f.arena.allocate(kG, 0, &why);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(f.driver.counters().maps, maps);
+  EXPECT_TRUE(f.arena.free(q, 1));
+  f.arena.poll();
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);
+  f.driver.hold_events(false);
+  f.arena.poll();
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_EQ(f.memory.cached_bytes(), kG);
+}
+
+// Bytes last used by another stream make the new user wait for it; the arena's own stream never
+// waits for itself.
+TEST(PackedArena, ReuseAfterAnotherStreamWaitsOnTheGpu) {
+  ArenaFixture f;
+  std::string why;
+  ASSERT_EQ(f.sync.index_of(0x2000), 1u);
+  f.driver.hold_events(true);
+  vmm::DevicePtr p = f.arena.allocate(4096, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0) | StreamSync::bit(1)));
+  EXPECT_EQ(f.sync.waits(), 0u);
+  vmm::DevicePtr q = f.arena.allocate(4096, 0, &why);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(f.sync.waits(), 1u);
+  EXPECT_TRUE(f.arena.free(q, StreamSync::bit(0)));
+  vmm::DevicePtr r = f.arena.allocate(4096, 0, &why);
+  EXPECT_EQ(f.sync.waits(), 1u);
+  EXPECT_TRUE(f.arena.free(r, StreamSync::bit(0)));
+}
+
+TEST(PackedArena, CapacityRefusalLeavesNothingBehind) {
+  ArenaFixture f(2 * kG);
+  std::string why;
+  vmm::DevicePtr p = f.arena.allocate(kG / 2, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_EQ(f.arena.allocate(2 * kG, 0, &why), 0u);
+  EXPECT_NE(why.find("capacity"), std::string::npos) << why;
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 2 * kG);  // the one page and one cached chunk
+  vmm::DevicePtr q = f.arena.allocate(kG, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  EXPECT_TRUE(f.arena.free(p, 1));
+  EXPECT_TRUE(f.arena.free(q, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+}
+
+// Every map or set-access call of a three-page allocation failing in turn: nothing is mapped
+// afterwards beyond what was, and the arena keeps serving.
+TEST(PackedArena, EveryFailedDriverCallIsRolledBack) {
+  for (vmm::CallMask kind : {vmm::CallMask::Map, vmm::CallMask::SetAccess, vmm::CallMask::Create}) {
+    for (std::uint64_t k = 1; k <= 3; ++k) {
+      ArenaFixture f;
+      std::string why;
+      vmm::DevicePtr keep = f.arena.allocate(100, 0, &why);
+      ASSERT_NE(keep, 0u) << why;
+      const auto mappings = f.driver.counters().live_mappings;
+      f.driver.fail_nth(k, kind);
+      EXPECT_EQ(f.arena.allocate(3 * kG, 0, &why), 0u) << k;
+      EXPECT_EQ(f.driver.counters().live_mappings, mappings) << k;
+      EXPECT_EQ(f.arena.mapped_pages(), 1u) << k;
+      vmm::DevicePtr p = f.arena.allocate(3 * kG, 0, &why);
+      ASSERT_NE(p, 0u) << why;
+      fill(p, 3 * kG, 7);
+      EXPECT_TRUE(holds(p, 3 * kG, 7));
+      EXPECT_TRUE(f.arena.free(p, 1));
+      EXPECT_TRUE(f.arena.free(keep, 1));
+      EXPECT_EQ(f.driver.counters().live_mappings, mappings - 1) << k;
+    }
+  }
+}
+
+// Random sizes, random frees: live allocations never share a byte (an independent check on the
+// addresses and on written patterns), and once all are gone no page stays mapped.
+TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
+  ArenaFixture f;
+  std::mt19937_64 rng(7);
+  struct Live {
+    vmm::DevicePtr p;
+    std::uint64_t size;
+    unsigned char tag;
+  };
+  std::vector<Live> live;
+  std::string why;
+  std::uint64_t peak_pages = 0;
+  for (int step = 0; step < 3000; ++step) {
+    if (live.empty() || rng() % 100 < 55) {
+      const std::uint64_t size = 1 + rng() % (rng() % 4 == 0 ? 3 * kG : kG / 8);
+      const auto tag = static_cast<unsigned char>(1 + step % 250);
+      vmm::DevicePtr p = f.arena.allocate(size, 0, &why);
+      ASSERT_NE(p, 0u) << why;
+      fill(p, size, tag);
+      live.push_back({p, size, tag});
+    } else {
+      const std::size_t i = rng() % live.size();
+      ASSERT_TRUE(holds(live[i].p, live[i].size, live[i].tag)) << step;
+      ASSERT_TRUE(f.arena.free(live[i].p, 1));
+      live[i] = live.back();
+      live.pop_back();
+    }
+    peak_pages = std::max(peak_pages, f.arena.mapped_pages());
+  }
+  std::vector<Live> sorted = live;
+  std::sort(sorted.begin(), sorted.end(), [](const Live& a, const Live& b) { return a.p < b.p; });
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    EXPECT_LE(sorted[i - 1].p + sorted[i - 1].size, sorted[i].p);
+  }
+  std::uint64_t live_bytes = 0;
+  for (const Live& l : live) {
+    EXPECT_TRUE(holds(l.p, l.size, l.tag));
+    live_bytes += l.size;
+  }
+  EXPECT_EQ(f.arena.live_bytes(), live_bytes);
+  EXPECT_GT(peak_pages, 0u);
+  for (const Live& l : live) ASSERT_TRUE(f.arena.free(l.p, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_EQ(f.arena.live_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace stalloc
