@@ -159,7 +159,7 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   slot.live = true;
   slot.tenant_stream = stream;
   slot.used_by = StreamSync::bit(stream);
-  active_->on_occupied();
+  active_->on_occupied(k);
   ++stats_.matches;
   *slot_index = k;
   return active_->address(k);
@@ -218,12 +218,12 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
 bool Runtime::free_planned(vmm::DevicePtr p, std::uint16_t thread) {
   for (const auto& plan : cache_.installed()) {
     if (!plan->contains(p)) continue;
-    const std::uint32_t k = plan->slot_at(p);
+    const std::size_t k = plan->live_slot_at(p);
+    if (k == SIZE_MAX) return false;
     SlotState& slot = plan->slot(k);
-    if (!slot.live || plan->address(k) != p) return false;
     pool_.vacate(slot.pieces, slot.used_by);
     slot.live = false;
-    plan->on_vacated();
+    plan->on_vacated(k);
     const std::uint64_t size = plan->plan().slots[k].size;
     recorder_.free(slot.tenant_id, size, slot.tenant_stream, thread, p);
     stats_.allocated_bytes -= size;
@@ -262,8 +262,8 @@ void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
   const StreamMask bit = StreamSync::bit(sync_.index_of(stream));
   for (const auto& plan : cache_.installed()) {
     if (!plan->contains(p)) continue;
-    SlotState& slot = plan->slot(plan->slot_at(p));
-    if (slot.live) slot.used_by |= bit;
+    const std::size_t k = plan->live_slot_at(p);
+    if (k != SIZE_MAX) plan->slot(k).used_by |= bit;
     return;
   }
   auto it = unplanned_.find(p);
@@ -470,15 +470,17 @@ std::string Runtime::snapshot_pickle() const {
   std::lock_guard lock(mutex_);
   std::vector<SnapshotSegment> segments;
   for (const auto& plan : cache_.installed()) {
-    for (std::size_t k = 0; k < plan->slot_count(); ++k) {
-      const SlotState& slot = plan->slot(k);
-      const PlannedSlot& ps = plan->plan().slots[k];
-      if (slot.pieces.empty()) continue;
+    for (const InstalledPlan::ViewInfo& view : plan->views()) {
       SnapshotSegment seg;
-      seg.address = slot.range;
-      seg.total_size = slot.pieces.size() * granularity_;
-      seg.stream = ps.stream < sync_.streams() ? sync_.handle_of(ps.stream) : 0;
-      seg.blocks.push_back({plan->address(k), ps.size, ps.size, slot.live});
+      seg.address = view.base;
+      seg.total_size = view.pages * granularity_;
+      const std::uint32_t stream = plan->plan().slots[view.slots.front()].stream;
+      seg.stream = stream < sync_.streams() ? sync_.handle_of(stream) : 0;
+      for (std::uint32_t k : view.slots) {
+        if (!plan->slot(k).live) continue;
+        const std::uint64_t size = plan->plan().slots[k].size;
+        seg.blocks.push_back({plan->address(k), size, size, true});
+      }
       segments.push_back(std::move(seg));
     }
   }

@@ -61,10 +61,19 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   }
   std::unique_ptr<InstalledPlan> p(new InstalledPlan(std::move(plan), driver, pool, sync));
   const ChunkPlan& cp = p->plan_;
-  std::uint64_t pages = 0;
-  for (const PlannedSlot& s : cp.slots) {
-    if (s.kind != SlotKind::Dynamic) pages += s.chunks.size();
+  p->slots_.resize(cp.slots.size());
+  for (std::size_t i = 0; i < cp.slots.size(); ++i) {
+    const PlannedSlot& s = cp.slots[i];
+    if (s.kind == SlotKind::Dynamic) continue;
+    for (std::size_t j = 0; j < s.chunks.size(); ++j) {
+      const std::uint64_t page_lo = j * g;
+      const std::uint64_t lo = std::max(s.offset, page_lo) - page_lo;
+      const std::uint64_t hi = std::min(s.offset + s.size, page_lo + g) - page_lo;
+      p->slots_[i].pieces.push_back(
+          {s.chunks[j], static_cast<std::uint32_t>(lo), static_cast<std::uint32_t>(hi)});
+    }
   }
+  const std::uint64_t pages = p->lay_out_views();
   p->bytes_ = pages * g;
   if (pages > 0) {
     vmm::Status st = driver.reserve(&p->base_, p->bytes_);
@@ -75,37 +84,15 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
       return nullptr;
     }
   }
-  p->slots_.resize(cp.slots.size());
-  p->page_slot_.reserve(pages);
-  std::uint64_t requests = std::max<std::uint64_t>(cp.signature.requests, 1);
-  std::uint32_t windows = cp.mode == PlanMode::Windowed ? std::max<std::uint32_t>(cp.windows, 1) : 1;
-  p->window_length_ = (requests + windows - 1) / windows;
-  p->starting_in_window_.resize(windows);
-  vmm::DevicePtr next = p->base_;
-  for (std::size_t i = 0; i < cp.slots.size(); ++i) {
-    const PlannedSlot& s = cp.slots[i];
-    SlotState& st = p->slots_[i];
-    if (s.kind == SlotKind::Dynamic) continue;
-    st.range = next;
-    next += s.chunks.size() * g;
-    for (std::size_t j = 0; j < s.chunks.size(); ++j) {
-      std::uint64_t page_lo = j * g;
-      std::uint64_t lo = std::max(s.offset, page_lo) - page_lo;
-      std::uint64_t hi = std::min(s.offset + s.size, page_lo + g) - page_lo;
-      st.pieces.push_back({s.chunks[j], static_cast<std::uint32_t>(lo), static_cast<std::uint32_t>(hi)});
-      p->page_slot_.push_back(static_cast<std::uint32_t>(i));
-    }
-    std::uint64_t end = std::max(s.end, s.start + 1);
-    st.first_window = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.start / p->window_length_, windows - 1));
-    st.last_window = static_cast<std::uint32_t>(std::min<std::uint64_t>((end - 1) / p->window_length_, windows - 1));
-    p->starting_in_window_[st.first_window].push_back(static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < p->slots_.size(); ++i) {
+    if (p->slot_view_[i] != UINT32_MAX) p->slots_[i].range += p->base_;
   }
   if (cp.mode == PlanMode::Alias) {
-    for (std::size_t i = 0; i < cp.slots.size(); ++i) {
-      if (cp.slots[i].kind == SlotKind::Dynamic) continue;
-      if (!p->map_slot(p->slots_[i])) {
-        *why = "mapping the plan failed after " + std::to_string(i) + " of " +
-               std::to_string(cp.slots.size()) + " slots (live mappings limit?)";
+    for (std::size_t v = 0; v < p->views_.size(); ++v) {
+      if (!p->map_view(p->views_[v])) {
+        *why = "mapping the plan failed after " + std::to_string(v) + " of " +
+               std::to_string(p->views_.size()) + " views, " +
+               std::to_string(p->live_mappings_) + " chunk mappings (live mappings limit?)";
         return nullptr;
       }
     }
@@ -113,51 +100,141 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   return p;
 }
 
+std::uint64_t InstalledPlan::lay_out_views() {
+  const bool windowed = plan_.mode == PlanMode::Windowed;
+  const std::uint64_t requests = std::max<std::uint64_t>(plan_.signature.requests, 1);
+  const std::uint32_t windows = windowed ? std::max<std::uint32_t>(plan_.windows, 1) : 1;
+  window_length_ = (requests + windows - 1) / windows;
+  auto window_of = [&](std::uint64_t time) {
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(time / window_length_, windows - 1));
+  };
+  std::vector<std::uint32_t> order;
+  for (std::size_t i = 0; i < plan_.slots.size(); ++i) {
+    if (plan_.slots[i].kind != SlotKind::Dynamic) order.push_back(static_cast<std::uint32_t>(i));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return plan_.slots[a].chunks.size() > plan_.slots[b].chunks.size();
+  });
+  // Views by the chunks they hold: chunk -> (view, page in the view). Only the first few
+  // candidates are tried; past them a slot gets a view of its own.
+  constexpr std::size_t kCandidates = 256;
+  std::unordered_map<std::uint32_t, std::vector<std::pair<std::uint32_t, std::uint32_t>>> holding;
+  slot_view_.assign(plan_.slots.size(), UINT32_MAX);
+  std::uint64_t pages = 0;
+  for (std::uint32_t i : order) {
+    const PlannedSlot& slot = plan_.slots[i];
+    const std::uint32_t first = window_of(slot.start);
+    const std::uint32_t last = window_of(std::max(slot.end, slot.start + 1) - 1);
+    std::uint32_t view = UINT32_MAX;
+    std::uint32_t at = 0;
+    const auto& candidates = holding[slot.chunks.front()];
+    for (std::size_t c = 0; c < std::min(candidates.size(), kCandidates); ++c) {
+      const auto [v, page] = candidates[c];
+      const View& held = views_[v];
+      // Windowed: sharing must not stretch a view's windows over a gap.
+      if (windowed && (first > held.last_window + 1 || held.first_window > last + 1)) continue;
+      if (page + slot.chunks.size() <= held.chunks.size() &&
+          std::equal(slot.chunks.begin(), slot.chunks.end(), held.chunks.begin() + page)) {
+        view = v;
+        at = page;
+        break;
+      }
+    }
+    if (view == UINT32_MAX) {
+      view = static_cast<std::uint32_t>(views_.size());
+      View fresh;
+      fresh.first_page = pages;
+      fresh.chunks = slot.chunks;
+      views_.push_back(std::move(fresh));
+      for (std::size_t j = 0; j < slot.chunks.size(); ++j) {
+        holding[slot.chunks[j]].emplace_back(view, static_cast<std::uint32_t>(j));
+      }
+      pages += slot.chunks.size();
+    }
+    View& v = views_[view];
+    v.first_window = std::min(v.first_window, first);
+    v.last_window = std::max(v.last_window, last);
+    slots_[i].range = (v.first_page + at) * granularity_;
+    slot_view_[i] = view;
+  }
+  if (windowed) {
+    starting_in_window_.resize(windows);
+    for (std::size_t v = 0; v < views_.size(); ++v) {
+      starting_in_window_[views_[v].first_window].push_back(static_cast<std::uint32_t>(v));
+    }
+  }
+  return pages;
+}
+
+std::vector<InstalledPlan::ViewInfo> InstalledPlan::views() const {
+  std::vector<ViewInfo> out;
+  out.reserve(views_.size());
+  for (const View& v : views_) {
+    out.push_back({base_ + v.first_page * granularity_, v.chunks.size(), {}});
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slot_view_[i] != UINT32_MAX) out[slot_view_[i]].slots.push_back(static_cast<std::uint32_t>(i));
+  }
+  return out;
+}
+
 InstalledPlan::~InstalledPlan() {
-  for (SlotState& s : slots_) {
-    if (s.mapped) unmap_slot(s);
-    sync_.discard(&s.unmap_after);
+  for (View& v : views_) {
+    sync_.discard(&v.unmap_after);
+    if (v.mapped > 0) unmap_view(v);
   }
   if (bytes_ > 0) driver_.free_reservation(base_, bytes_);
 }
 
-bool InstalledPlan::map_slot(SlotState& s) {
-  std::size_t done = 0;
-  for (; done < s.pieces.size(); ++done) {
-    if (driver_.map(s.range + done * granularity_, granularity_, 0, pool_.handle(s.pieces[done].chunk)) !=
-        vmm::Status::Success) {
+bool InstalledPlan::map_view(View& v) {
+  const vmm::DevicePtr base = base_ + v.first_page * granularity_;
+  for (; v.mapped < v.chunks.size(); ++v.mapped) {
+    if (driver_.map(base + v.mapped * granularity_, granularity_, 0,
+                    pool_.handle(v.chunks[v.mapped])) != vmm::Status::Success) {
       break;
     }
+    ++live_mappings_;
   }
-  if (done == s.pieces.size() &&
-      driver_.set_access(s.range, s.pieces.size() * granularity_, vmm::Access::ReadWrite) ==
+  if (v.mapped == v.chunks.size() &&
+      driver_.set_access(base, v.chunks.size() * granularity_, vmm::Access::ReadWrite) ==
           vmm::Status::Success) {
-    s.mapped = true;
     return true;
   }
-  while (done > 0) {
-    --done;
-    driver_.unmap(s.range + done * granularity_, granularity_);
-  }
+  unmap_view(v);
   return false;
 }
 
-void InstalledPlan::unmap_slot(SlotState& s) {
-  for (std::size_t j = 0; j < s.pieces.size(); ++j) {
-    driver_.unmap(s.range + j * granularity_, granularity_);
-  }
-  s.mapped = false;
+void InstalledPlan::unmap_view(View& v) {
+  const vmm::DevicePtr base = base_ + v.first_page * granularity_;
+  for (std::size_t j = 0; j < v.mapped; ++j) driver_.unmap(base + j * granularity_, granularity_);
+  live_mappings_ -= v.mapped;
+  v.mapped = 0;
+  v.used_by = 0;
+}
+
+void InstalledPlan::on_occupied(std::size_t index) {
+  live_at_.emplace(address(index), static_cast<std::uint32_t>(index));
+  ++views_[slot_view_[index]].live;
+}
+
+void InstalledPlan::on_vacated(std::size_t index) {
+  live_at_.erase(address(index));
+  View& v = views_[slot_view_[index]];
+  --v.live;
+  v.used_by |= slots_[index].used_by;
 }
 
 bool InstalledPlan::ensure_mapped(std::size_t index) {
-  SlotState& s = slots_[index];
-  if (!s.unmap_after.empty()) {
-    sync_.discard(&s.unmap_after);
-    retiring_.erase(std::find(retiring_.begin(), retiring_.end(), static_cast<std::uint32_t>(index)));
+  if (plan_.mode == PlanMode::Alias) return true;  // mapped at install
+  const std::uint32_t o = slot_view_[index];
+  View& v = views_[o];
+  if (!v.unmap_after.empty()) {
+    sync_.discard(&v.unmap_after);
+    retiring_.erase(std::find(retiring_.begin(), retiring_.end(), o));
   }
-  if (s.mapped) return true;
-  if (!map_slot(s)) return false;
-  mapped_slots_.push_back(static_cast<std::uint32_t>(index));
+  if (v.mapped == v.chunks.size()) return true;
+  if (!map_view(v)) return false;
+  mapped_views_.push_back(o);
   return true;
 }
 
@@ -167,40 +244,50 @@ void InstalledPlan::restart_windows() {
   enter_window(0);
 }
 
-bool InstalledPlan::advance_to(std::uint64_t time) {
-  if (plan_.mode != PlanMode::Windowed) return true;
-  auto w = static_cast<std::uint32_t>(
+void InstalledPlan::advance_to(std::uint64_t time) {
+  if (plan_.mode != PlanMode::Windowed) return;
+  const auto w = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(time / window_length_, starting_in_window_.size() - 1));
   while (window_ < w) enter_window(++window_);
-  return true;
 }
 
 void InstalledPlan::enter_window(std::uint32_t window) {
-  // Map eagerly: a failure here is not fatal, ensure_mapped retries when the slot is handed out.
-  for (std::uint32_t o : starting_in_window_[window]) ensure_mapped(o);
-  // Retire what this window no longer needs.
+  // Map eagerly: a failure here is not fatal, ensure_mapped retries when a slot is handed out.
+  for (std::uint32_t o : starting_in_window_[window]) {
+    View& v = views_[o];
+    if (!v.unmap_after.empty()) {
+      sync_.discard(&v.unmap_after);
+      retiring_.erase(std::find(retiring_.begin(), retiring_.end(), o));
+    }
+    if (v.mapped == 0 && map_view(v)) mapped_views_.push_back(o);
+  }
+  // Retire what this window no longer needs: an event on each stream that used the view says
+  // when the GPU is done with it; a view nobody used since it was mapped can go at once.
   std::size_t kept = 0;
-  for (std::uint32_t o : mapped_slots_) {
-    SlotState& s = slots_[o];
-    bool needed = s.live || (s.first_window <= window && window <= s.last_window);
-    if (!needed && s.unmap_after.empty()) {
-      if (sync_.record(s.used_by == 0 ? StreamSync::bit(plan_.slots[o].stream) : s.used_by,
-                       &s.unmap_after)) {
+  for (std::uint32_t o : mapped_views_) {
+    View& v = views_[o];
+    const bool needed = v.live > 0 || (v.first_window <= window && window <= v.last_window);
+    if (!needed && v.unmap_after.empty()) {
+      if (v.used_by == 0) {
+        unmap_view(v);
+        continue;
+      }
+      if (sync_.record(v.used_by, &v.unmap_after)) {
         retiring_.push_back(o);
       } else {
-        sync_.discard(&s.unmap_after);
+        sync_.discard(&v.unmap_after);
       }
     }
-    mapped_slots_[kept++] = o;
+    mapped_views_[kept++] = o;
   }
-  mapped_slots_.resize(kept);
-  // Unmap the retired slots the GPU is done with.
+  mapped_views_.resize(kept);
+  // Unmap the retired views the GPU is done with.
   std::size_t waiting = 0;
   for (std::uint32_t o : retiring_) {
-    SlotState& s = slots_[o];
-    if (sync_.completed(&s.unmap_after)) {
-      unmap_slot(s);
-      mapped_slots_.erase(std::find(mapped_slots_.begin(), mapped_slots_.end(), o));
+    View& v = views_[o];
+    if (sync_.completed(&v.unmap_after)) {
+      unmap_view(v);
+      mapped_views_.erase(std::find(mapped_views_.begin(), mapped_views_.end(), o));
     } else {
       retiring_[waiting++] = o;
     }

@@ -1,17 +1,27 @@
-// A plan made live: every planned slot gets a virtual range inside one reservation per plan,
-// backed by the pool chunks the plan names (each chunk mapped separately, cuMemUnmap cannot
-// split a mapping; access set once per slot range). Alias mode maps everything at install, so a
-// steady iteration makes no VMM call. Windowed mode maps a slot's range when the iteration
-// reaches the first window of its lifetime and unmaps it lazily after it: events recorded on
-// the streams that used it must have completed, which is only ever queried, never waited for.
+// A plan made live: every planned slot is served through a view, a virtual range inside the
+// plan's one reservation, backed by pool chunks the plan names (each chunk mapped separately,
+// cuMemUnmap cannot split a mapping; access set once per view). Alias mode maps every view at
+// install, so a steady iteration makes no VMM call. Windowed mode maps a view when the
+// iteration reaches the first window in which one of its slots lives and unmaps it lazily after
+// the last: events recorded on the streams that used it must have completed, which is only ever
+// queried, never waited for.
 //
-// Slots of kind Dynamic get no range: they are served by the dynamic arena, on their budget
+// Why views are shared: a view is only a window onto a chunk sequence, so a slot whose chunks
+// appear, in order, inside another slot's view can use that view at the right page. Slots are
+// taken longest first and each looks among the views that hold its first chunk; this cuts the
+// live mappings by a quarter to two fifths on the presets, and mappings are what a driver runs
+// out of (the host backend at vm.max_map_count, a GPU driver somewhere unknown). Two slots then
+// share an address only if they share bytes, which the plan makes them do at different times,
+// so the free path finds a tenant by its address among the live ones.
+//
+// Slots of kind Dynamic get no view: they are served by the dynamic arena, on their budget
 // chunks where those are idle.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/chunk_plan.h"
@@ -22,16 +32,12 @@
 namespace stalloc {
 
 struct SlotState {
-  vmm::DevicePtr range = 0;        // base of the slot's range (0 for a Dynamic slot)
+  vmm::DevicePtr range = 0;        // where the slot's first chunk is mapped (0 for a Dynamic slot)
   std::vector<ChunkPiece> pieces;  // the bytes it occupies in the pool, chunk by chunk
   bool live = false;
   std::uint64_t tenant_id = 0;     // the live tenant's request id (recorder)
   std::uint32_t tenant_stream = 0;
   StreamMask used_by = 0;          // streams of the live tenant (record_stream adds to it)
-  bool mapped = false;
-  std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
-  std::uint32_t first_window = 0;
-  std::uint32_t last_window = 0;
 };
 
 class InstalledPlan {
@@ -54,27 +60,54 @@ class InstalledPlan {
   }
 
   bool contains(vmm::DevicePtr p) const { return p - base_ < bytes_; }
-  // The slot whose range holds p (p inside this plan's reservation).
-  std::uint32_t slot_at(vmm::DevicePtr p) const { return page_slot_[(p - base_) / granularity_]; }
+  // The live slot whose tensor starts at p; SIZE_MAX when none.
+  std::size_t live_slot_at(vmm::DevicePtr p) const {
+    auto it = live_at_.find(p);
+    return it == live_at_.end() ? SIZE_MAX : it->second;
+  }
 
-  // Windowed mode: the iteration reached the window of plan time `time`; maps the slots whose
-  // lifetime starts by then, retires those that are over, and unmaps retired ones whose events
-  // completed. Alias mode: nothing to do.
-  bool advance_to(std::uint64_t time);
+  // Windowed mode: the iteration reached the window of plan time `time`; maps the views whose
+  // slots' lifetimes start by then, retires those that are over, and unmaps retired ones whose
+  // events completed. Alias mode: nothing to do.
+  void advance_to(std::uint64_t time);
   // Called at each iteration start.
   void restart_windows();
   // Makes sure a slot about to be handed out is mapped. False when the driver refused.
   bool ensure_mapped(std::size_t index);
 
-  bool idle() const { return live_slots_ == 0; }
-  void on_occupied() { ++live_slots_; }
-  void on_vacated() { --live_slots_; }
+  bool idle() const { return live_at_.empty(); }
+  void on_occupied(std::size_t index);
+  void on_vacated(std::size_t index);
   std::uint64_t last_used = 0;  // plan cache LRU stamp
 
+  // The views, each with the slots that use it (for snapshots).
+  struct ViewInfo {
+    vmm::DevicePtr base = 0;
+    std::uint64_t pages = 0;
+    std::vector<std::uint32_t> slots;
+  };
+  std::vector<ViewInfo> views() const;
+  std::size_t view_count() const { return views_.size(); }
+  // Chunk mappings the plan holds now.
+  std::uint64_t live_mappings() const { return live_mappings_; }
+
  private:
+  struct View {
+    std::uint64_t first_page = 0;        // in the reservation
+    std::vector<std::uint32_t> chunks;   // pool chunks, in address order
+    std::size_t mapped = 0;              // how many of them are mapped (all, or none between calls)
+    std::uint32_t live = 0;              // live slots using it
+    StreamMask used_by = 0;              // streams that used it since it was mapped
+    std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
+    std::uint32_t first_window = UINT32_MAX;
+    std::uint32_t last_window = 0;
+  };
+
   InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool, StreamSync& sync);
-  bool map_slot(SlotState& s);
-  void unmap_slot(SlotState& s);
+  // Gives every static slot a view; returns the reservation's pages.
+  std::uint64_t lay_out_views();
+  bool map_view(View& v);
+  void unmap_view(View& v);
   void enter_window(std::uint32_t window);
 
   ChunkPlan plan_;
@@ -85,13 +118,15 @@ class InstalledPlan {
   vmm::DevicePtr base_ = 0;
   std::uint64_t bytes_ = 0;
   std::vector<SlotState> slots_;
-  std::vector<std::uint32_t> page_slot_;
-  std::uint64_t live_slots_ = 0;
+  std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for Dynamic slots
+  std::vector<View> views_;
+  std::unordered_map<vmm::DevicePtr, std::uint32_t> live_at_;
+  std::uint64_t live_mappings_ = 0;
   // Windowed mode.
   std::uint64_t window_length_ = 1;
   std::uint32_t window_ = 0;
-  std::vector<std::vector<std::uint32_t>> starting_in_window_;
-  std::vector<std::uint32_t> mapped_slots_;
+  std::vector<std::vector<std::uint32_t>> starting_in_window_;  // views
+  std::vector<std::uint32_t> mapped_views_;
   std::vector<std::uint32_t> retiring_;
 };
 

@@ -234,6 +234,7 @@ class CudaDriver final : public Driver {
     std::lock_guard lock(mu_);
     ++counters_.maps;
     ++counters_.live_mappings;
+    counters_.peak_live_mappings = std::max(counters_.peak_live_mappings, counters_.live_mappings);
     return Status::Success;
   }
 

@@ -54,6 +54,7 @@ struct DriverCounters {
   std::uint64_t live_chunks = 0;
   std::uint64_t live_reservations = 0;
   std::uint64_t live_mappings = 0;
+  std::uint64_t peak_live_mappings = 0;
   std::uint64_t chunk_bytes = 0;  // physical bytes currently created
   std::uint64_t peak_chunk_bytes = 0;
   std::uint64_t event_creates = 0;

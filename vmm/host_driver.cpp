@@ -14,10 +14,13 @@
 //
 // The driver keeps its own books (chunks, reservations, mappings) and checks every call against
 // CUDA's rules before touching the address space, so a call that CUDA would refuse is refused
-// here with the same code and leaves nothing changed. Every mapping can add two kernel memory
-// areas (it splits its reservation), and the kernel refuses new areas past vm.max_map_count, in
-// the middle of an munmap or mprotect too; the driver therefore counts areas and refuses with
-// OutOfMemory well before the kernel would.
+// here with the same code and leaves nothing changed. The kernel refuses new memory areas past
+// vm.max_map_count, in the middle of an munmap or mprotect too; the driver therefore counts the
+// areas its address space takes and refuses with OutOfMemory before the kernel would. A mapping
+// is one area, and each maximal unmapped run of a reservation is one: mapping a chunk into the
+// middle of a run splits it in two, mapping next to a neighbour only shortens it, so a
+// reservation mapped edge to edge (a plan's slots) costs one area per mapping. The kernel may
+// merge neighbours further; the count is an upper bound.
 #include "vmm/host_driver.h"
 
 #include <fcntl.h>
@@ -49,6 +52,14 @@ std::size_t system_max_map_count() {
   return kDefaultMaxMapCount;
 }
 
+// The memory areas the process has now (a Python process with torch loaded has thousands).
+std::size_t process_areas() {
+  std::ifstream in("/proc/self/maps");
+  std::size_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
 bool is_power_of_two(std::size_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 // [ptr, ptr + size) without wrapping around the address space.
@@ -74,7 +85,7 @@ class HostDriver final : public Driver {
         max_bytes_(options.max_bytes),
         device_(options.device),
         area_budget_(area_budget),
-        max_mappings_(options.max_mappings != 0 ? options.max_mappings : area_budget / 2),
+        max_mappings_(options.max_mappings != 0 ? options.max_mappings : area_budget),
         arena_bytes_(std::max(kArenaBytes, options.granularity)) {}
 
   ~HostDriver() override {
@@ -146,6 +157,7 @@ class HostDriver final : public Driver {
     const std::size_t tail = start + size + slack - (base + size);
     if (tail > 0) munmap(as_address(base + size), tail);
     reservations_.emplace(base, size);
+    ++gap_areas_;
     ++counters_.reserves;
     ++counters_.live_reservations;
     *out = base;
@@ -159,6 +171,7 @@ class HostDriver final : public Driver {
     if (any_mapping_in(ptr, size)) return Status::InvalidValue;
     if (munmap(as_address(ptr), size) != 0) return Status::Unknown;
     reservations_.erase(it);
+    --gap_areas_;
     ++counters_.frees;
     --counters_.live_reservations;
     return Status::Success;
@@ -175,7 +188,9 @@ class HostDriver final : public Driver {
       return Status::InvalidValue;
     }
     if (!inside_reservation(ptr, size) || any_mapping_in(ptr, size)) return Status::InvalidValue;
-    if (counters_.live_mappings >= max_mappings_ || areas() + 2 > area_budget_) {
+    // The mapping takes one area and the run it lands in becomes `gaps` runs.
+    const std::size_t gaps = bordering_gaps(ptr, size);
+    if (counters_.live_mappings >= max_mappings_ || areas() + gaps > area_budget_) {
       return Status::OutOfMemory;
     }
     const Slice& slice = chunk->second.slice;
@@ -187,9 +202,11 @@ class HostDriver final : public Driver {
       return Status::OutOfMemory;
     }
     mappings_.emplace(ptr, MappedRange{size, handle});
+    gap_areas_ = gap_areas_ + gaps - 1;
     ++chunk->second.mappings;
     ++counters_.maps;
     ++counters_.live_mappings;
+    counters_.peak_live_mappings = std::max(counters_.peak_live_mappings, counters_.live_mappings);
     return Status::Success;
   }
 
@@ -200,6 +217,8 @@ class HostDriver final : public Driver {
     if (!restore_placeholder(ptr, size)) return Status::Unknown;
     auto chunk = chunks_.find(it->second.chunk);
     mappings_.erase(it);
+    // The runs on either side and the unmapped range become one run.
+    gap_areas_ = gap_areas_ + 1 - bordering_gaps(ptr, size);
     ++counters_.unmaps;
     --counters_.live_mappings;
     if (--chunk->second.mappings == 0 && chunk->second.released) destroy_chunk(chunk);
@@ -298,7 +317,22 @@ class HostDriver final : public Driver {
 
   bool aligned(std::size_t x) const { return x % granularity_ == 0; }
 
-  std::size_t areas() const { return counters_.live_reservations + 2 * counters_.live_mappings; }
+  std::size_t areas() const { return gap_areas_ + counters_.live_mappings; }
+
+  // Unmapped runs of its reservation that border [ptr, ptr + size) (which is unmapped, or about
+  // to be): 0, 1 or 2.
+  std::size_t bordering_gaps(DevicePtr ptr, std::size_t size) const {
+    auto res = std::prev(reservations_.upper_bound(ptr));
+    std::size_t gaps = 0;
+    if (ptr > res->first) {
+      auto before = mappings_.lower_bound(ptr);
+      const bool mapped_before = before != mappings_.begin() &&
+                                 std::prev(before)->first + std::prev(before)->second.size == ptr;
+      if (!mapped_before) ++gaps;
+    }
+    if (ptr + size < res->first + res->second && mappings_.count(ptr + size) == 0) ++gaps;
+    return gaps;
+  }
 
   bool inside_reservation(DevicePtr ptr, std::size_t size) const {
     auto it = reservations_.upper_bound(ptr);
@@ -426,6 +460,7 @@ class HostDriver final : public Driver {
   std::map<DevicePtr, MappedRange> mappings_;      // start -> range
   std::set<EventHandle> events_;
   DriverCounters counters_;
+  std::size_t gap_areas_ = 0;  // unmapped runs of the reservations
 };
 
 }  // namespace
@@ -438,8 +473,9 @@ std::unique_ptr<Driver> make_host_driver(const HostDriverOptions& options) {
                             std::to_string(page) + ")");
   }
   const std::size_t max_map_count = system_max_map_count();
+  const std::size_t in_use = process_areas() + kAreaMargin;
   const std::size_t area_budget =
-      max_map_count > 2 * kAreaMargin ? max_map_count - kAreaMargin : max_map_count / 2;
+      max_map_count > 2 * in_use ? max_map_count - in_use : max_map_count / 2;
   return std::make_unique<HostDriver>(options, area_budget);
 }
 

@@ -13,9 +13,8 @@ namespace stalloc::vmm {
 struct HostDriverOptions {
   // Chunk, reservation and mapping granularity: a power of two and a multiple of the page size.
   std::size_t granularity = 2 << 20;
-  // Most live mappings; 0: derived from /proc/sys/vm/max_map_count, keeping a margin of 1024
-  // areas for the rest of the process and two areas per mapping (a mapping can split its
-  // reservation in two).
+  // Most live mappings; 0: as many as the kernel's memory areas allow (vm.max_map_count, less
+  // the areas the process already has and a margin of 1024).
   std::size_t max_mappings = 0;
   // Most physical bytes created at once; 0: unlimited. Past it create() returns OutOfMemory.
   std::size_t max_bytes = 0;

@@ -100,19 +100,40 @@ TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   EXPECT_GE(rt.stats().plan_installs, 2u);
 }
 
+// Phases of tensors that live together and die together, each phase with other sizes: alias
+// mode keeps every phase's views mapped, windowed mode only the current phases'.
+Trace phased_trace(int iterations, int phases, int per_phase) {
+  TraceBuilder b;
+  for (int it = 0; it < iterations; ++it) {
+    for (int p = 0; p < phases; ++p) {
+      std::vector<std::uint64_t> ids;
+      for (int i = 0; i < per_phase; ++i) {
+        const auto chunks = static_cast<std::uint64_t>((p * 7 + i) % 5 + 1);
+        ids.push_back(b.alloc(chunks * kG + 4096 * static_cast<std::uint64_t>(p + 1)));
+      }
+      for (std::uint64_t id : ids) b.free(id);
+    }
+    b.next_iteration();
+  }
+  return b.trace();
+}
+
 // An alias plan needing more live mappings than the driver allows is planned again windowed.
 TEST(RuntimeMatching, AliasPlanOverTheMappingLimitFallsBackToWindowed) {
-  const Trace trace = periodic_trace(6, 2 * kG + 4096, 8);
-  // What alias mode keeps mapped once the tensors are gone: the plan's mappings and the
-  // packed arenas' pages that still hold persistent tensors.
+  const Trace trace = phased_trace(6, 16, 6);
+  const std::uint64_t per_iteration = 16 * 6;
   std::size_t alias_mappings = 0;
-  {
+  std::size_t windowed_peak = 0;
+  for (const char* mode : {"alias", "windowed"}) {
     auto driver = host_driver();
-    Runtime rt(test_config("profile_iterations:1"), *driver);
+    Runtime rt(test_config(std::string("profile_iterations:1,windows:8,mode:") + mode), *driver);
     replay_trace(rt, trace, {});
     ASSERT_EQ(rt.stats().plan_failures, 0u);
-    alias_mappings = driver->counters().live_mappings;
+    (mode == std::string("alias") ? alias_mappings : windowed_peak) =
+        mode == std::string("alias") ? driver->counters().live_mappings
+                                     : driver->counters().peak_live_mappings;
   }
+  ASSERT_LT(windowed_peak, alias_mappings);  // the premise: windowed needs fewer
   auto driver = host_driver(0, alias_mappings - 1);
   Runtime rt(test_config("profile_iterations:1,windows:8"), *driver);
   ReplayOptions options;
@@ -122,9 +143,36 @@ TEST(RuntimeMatching, AliasPlanOverTheMappingLimitFallsBackToWindowed) {
   EXPECT_EQ(r.failed_allocations, 0u);
   RuntimeStats s = rt.stats();
   EXPECT_EQ(s.plan_failures, 1u);
+  EXPECT_NE(s.last_plan_error.find("live mappings limit"), std::string::npos) << s.last_plan_error;
   EXPECT_EQ(s.plan_installs, 1u);
-  EXPECT_EQ(r.iterations[5].matches, allocations_per_iteration(8));
+  EXPECT_EQ(r.iterations[5].matches, per_iteration);
   EXPECT_GT(r.iterations[5].vmm_calls, 0u);
+}
+
+// Slots whose chunk sequences repeat share views: the installed plan holds fewer mappings than
+// its slots have chunks, and every request still gets bytes no other live tensor has (verified
+// patterns).
+TEST(RuntimeMatching, AliasViewsAreSharedBetweenSlotsWithTheSameChunks) {
+  const Trace trace = phased_trace(4, 16, 6);
+  PlanOptions plan_options;
+  plan_options.granularity = kG;
+  ChunkPlan plan = plan_iteration(trace, 1, plan_options);
+  const std::uint64_t per_slot_mappings = plan.mappings;
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:100"), *driver);
+  rt.add_plan(std::move(plan));
+  const std::uint64_t installed_mappings = driver->counters().live_mappings;
+  EXPECT_GT(installed_mappings, 0u);
+  EXPECT_LT(installed_mappings, per_slot_mappings);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, trace, options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  for (std::uint32_t it = 1; it < 4; ++it) {
+    EXPECT_EQ(r.iterations[it].matches, 16u * 6u) << it;
+    EXPECT_EQ(r.iterations[it].vmm_calls, 0u) << it;
+  }
 }
 
 // MoE-like: one tensor changes size every iteration. With varying_sizes the plan, made from

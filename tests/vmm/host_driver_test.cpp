@@ -170,6 +170,52 @@ TEST(HostDriver, MaxMappingsReturnsOutOfMemory) {
   }
 }
 
+std::size_t process_areas() {
+  std::ifstream in("/proc/self/maps");
+  std::size_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+// The driver budgets kernel memory areas as one per mapping plus one per unmapped run of a
+// reservation. Mapping a reservation's chunks in a scattered order, then unmapping every other
+// one: the kernel never holds more areas than that count, and a reservation mapped edge to edge
+// holds one per mapping.
+TEST(HostDriver, KernelAreasStayWithinTheDriversCount) {
+  constexpr std::size_t kPages = 48;
+  auto driver = host();
+  std::vector<PhysicalChunk> chunks(kPages);
+  for (auto& c : chunks) ASSERT_EQ(PhysicalChunk::create(*driver, G, &c), Status::Success);
+  std::vector<bool> mapped(kPages, false);
+  auto model = [&] {
+    std::size_t areas = 0;
+    for (std::size_t i = 0; i < kPages; ++i) {
+      if (mapped[i] || i == 0 || mapped[i - 1]) areas += 1;
+    }
+    return areas;
+  };
+  const std::size_t before = process_areas();
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, kPages * G, 0, &range), Status::Success);
+  EXPECT_LE(process_areas() - before, model());
+  for (std::size_t k = 0; k < kPages; ++k) {
+    const std::size_t i = (k * 7 + 3) % kPages;  // 7 is coprime with 48: every page once
+    ASSERT_EQ(driver->map(range.base() + i * G, G, 0, chunks[i].handle()), Status::Success);
+    ASSERT_EQ(driver->set_access(range.base() + i * G, G, Access::ReadWrite), Status::Success);
+    mapped[i] = true;
+    EXPECT_LE(process_areas() - before, model()) << "after mapping page " << i;
+  }
+  EXPECT_EQ(model(), kPages);
+  for (std::size_t i = 0; i < kPages; i += 2) {
+    ASSERT_EQ(driver->unmap(range.base() + i * G, G), Status::Success);
+    mapped[i] = false;
+    EXPECT_LE(process_areas() - before, model()) << "after unmapping page " << i;
+  }
+  for (std::size_t i = 1; i < kPages; i += 2) {
+    ASSERT_EQ(driver->unmap(range.base() + i * G, G), Status::Success);
+  }
+}
+
 TEST(HostDriver, MaxBytesReturnsOutOfMemoryAndChunkPoolCleansUp) {
   auto driver = host(0, 3 * G);
   EXPECT_THROW(
