@@ -1,6 +1,6 @@
 // Cost of the runtime allocator's entry points on the host backend: a planned malloc+free pair
-// (the steady-state path: the target is a median <= 100 ns), the same pair on the dynamic path
-// (no plan: chunk cache + map), and on the slab (small requests without a plan).
+// (the steady-state path: the target is a median <= 100 ns), and the same pair with no plan,
+// served by the packed arenas (a large request, then a small one).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -75,17 +75,17 @@ void BM_PlannedSmallMallocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_PlannedSmallMallocFree);
 
-void BM_DynamicMallocFree(benchmark::State& state) {
+void BM_UnplannedMallocFree(benchmark::State& state) {
   Fixture f = make_fixture(false, 0);
   run_pairs(state, f, 0);
 }
-BENCHMARK(BM_DynamicMallocFree);
+BENCHMARK(BM_UnplannedMallocFree);
 
-void BM_SlabMallocFree(benchmark::State& state) {
+void BM_UnplannedSmallMallocFree(benchmark::State& state) {
   Fixture f = make_fixture(false, 256);
   run_pairs(state, f, 256);
 }
-BENCHMARK(BM_SlabMallocFree);
+BENCHMARK(BM_UnplannedSmallMallocFree);
 
 }  // namespace
 

@@ -37,6 +37,9 @@ std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver)
 // memory, and one that cannot be had is halved).
 constexpr std::uint64_t kSmallArenaBytes = std::uint64_t{64} << 30;
 constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
+// Emptied memory each packed arena keeps mapped, so that a tensor freed and made again during
+// profiling or after a miss costs no VMM call.
+constexpr std::uint64_t kIdleBytes = std::uint64_t{32} << 20;
 
 }  // namespace
 
@@ -195,6 +198,10 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
     poll_unplanned();
     arena = &packed_arena(s, size);
     p = arena->allocate(size, s, &why);
+    if (p == 0 && release_idle_unplanned() > 0) {
+      // Memory pressure: what the arenas kept mapped for reuse went back; one more try.
+      p = arena->allocate(size, s, &why);
+    }
     if (p == 0) {
       ++stats_.ooms;
       stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
@@ -272,7 +279,7 @@ void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
 
 void Runtime::empty_cache() {
   std::lock_guard lock(mutex_);
-  poll_unplanned();
+  release_idle_unplanned();
   memory_.trim();
 }
 
@@ -335,7 +342,12 @@ void Runtime::end_iteration() {
   ++stats_.iterations;
   install_finished();
   choose_plan();
-  poll_unplanned();
+  // Serving from a plan, memory kept for unplanned reuse is only waste: give it back.
+  if (active_ != nullptr) {
+    release_idle_unplanned();
+  } else {
+    poll_unplanned();
+  }
 }
 
 PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
@@ -344,9 +356,18 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
   if (packed_.size() <= index) packed_.resize(index + 1);
   if (!packed_[index]) {
     packed_[index] = std::make_unique<PackedArena>(
-        driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream);
+        driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream, kIdleBytes);
   }
   return *packed_[index];
+}
+
+std::uint64_t Runtime::release_idle_unplanned() {
+  dynamic_.poll();
+  std::uint64_t released = 0;
+  for (const auto& arena : packed_) {
+    if (arena) released += arena->release_idle();
+  }
+  return released;
 }
 
 void Runtime::poll_unplanned() {
@@ -393,7 +414,10 @@ void Runtime::install_finished() {
   }
   // The pool took what it needed from the cache; the rest was the profiling iterations' and
   // would only sit beside the pool.
-  if (installed) memory_.trim();
+  if (installed) {
+    release_idle_unplanned();
+    memory_.trim();
+  }
 }
 
 void Runtime::choose_plan() {

@@ -102,6 +102,8 @@ class Runtime {
   bool free_planned(vmm::DevicePtr p, std::uint16_t thread);
   PackedArena& packed_arena(std::uint32_t stream, std::uint64_t size);
   void poll_unplanned();
+  // Pages the packed arenas retired.
+  std::uint64_t release_idle_unplanned();
 
   RuntimeConfig config_;
   std::unique_ptr<vmm::Driver> owned_driver_;

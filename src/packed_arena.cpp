@@ -5,14 +5,16 @@
 namespace stalloc {
 
 PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
-                         std::uint64_t reservation_bytes, std::uint32_t home)
+                         std::uint64_t reservation_bytes, std::uint32_t home,
+                         std::uint64_t idle_bytes)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
       granularity_(memory.granularity()),
       reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
                          granularity_ * granularity_),
-      home_(StreamSync::bit(home)) {}
+      home_(StreamSync::bit(home)),
+      max_idle_pages_(idle_bytes / granularity_) {}
 
 PackedArena::~PackedArena() {
   for (std::uint64_t i = 0; i < pages_.size(); ++i) {
@@ -145,6 +147,11 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   take_span(offset, length);
   for (std::uint64_t i = first; i <= last; ++i) {
     Page& page = pages_[i];
+    if (page.idle) {
+      page.idle = false;
+      --idle_pages_;
+      ++page.generation;
+    }
     if (!page.events.empty()) {
       // Wanted again before its unmap: keep the mapping, forget the pending unmap.
       sync_.discard(&page.events);
@@ -164,16 +171,39 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     Page& page = pages_[i];
     page.users |= used_by;
     if (--page.tenants > 0) continue;
+    page.idle = true;
+    idle_.push_back({i, page.generation});
+    ++idle_pages_;
+  }
+  while (idle_pages_ > max_idle_pages_) retire_oldest_idle();
+}
+
+void PackedArena::retire_oldest_idle() {
+  while (!idle_.empty()) {
+    const Pending p = idle_.front();
+    idle_.pop_front();
+    Page& page = pages_[p.page];
+    if (page.generation != p.generation || !page.idle) continue;
+    page.idle = false;
+    --idle_pages_;
     if (sync_.record(page.users, &page.events) && !page.events.empty()) {
-      pending_.push_back({i, page.generation});
+      pending_.push_back({p.page, page.generation});
     } else if (page.events.empty() && page.users == 0) {
-      unmap_page(i);
+      unmap_page(p.page);
     } else {
       // No event says when the GPU is done: the page stays mapped, empty, until it is wanted
       // again or the arena goes.
       sync_.discard(&page.events);
     }
+    return;
   }
+}
+
+std::uint64_t PackedArena::release_idle() {
+  const std::uint64_t released = idle_pages_;
+  while (idle_pages_ > 0) retire_oldest_idle();
+  poll();
+  return released;
 }
 
 bool PackedArena::free(vmm::DevicePtr ptr, StreamMask used_by) {

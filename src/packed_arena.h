@@ -6,9 +6,11 @@
 // rounding is most of the waste (a 6 MiB weight in a 32 MiB chunk). Why not a slab of size
 // classes: power-of-two blocks waste up to half, and a class's chunks never go back. Here a
 // request takes the best-fitting free interval (ties: lowest address), so parameters and
-// optimizer states made one after another sit back to back; a page whose last allocation is
-// freed is unmapped once events show the GPU is done with it, and its chunk goes back to
-// PhysicalMemory. A page needed again before that keeps its mapping.
+// optimizer states made one after another sit back to back. A page whose last allocation is
+// freed stays mapped while it is among the few most recently emptied (idle_bytes), so that a
+// tensor freed and made again costs no VMM call; older ones are unmapped once events show the
+// GPU is done with them, and their chunks go back to PhysicalMemory. A page needed again before
+// that keeps its mapping.
 //
 // Streams: an arena belongs to one stream (the runtime keeps one per stream, as PyTorch keeps
 // its pools per stream). A free interval remembers the streams that used its bytes; reusing them
@@ -39,9 +41,9 @@ class PackedArena {
 
   // reservation_bytes: the virtual space reserved at the first allocation (a multiple of the
   // granularity); it bounds what can be live in the arena at once.
-  // home: the stream the arena serves.
+  // home: the stream the arena serves. idle_bytes: emptied pages kept mapped for reuse.
   PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
-              std::uint64_t reservation_bytes, std::uint32_t home);
+              std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes);
   ~PackedArena();
   PackedArena(const PackedArena&) = delete;
   PackedArena& operator=(const PackedArena&) = delete;
@@ -53,6 +55,8 @@ class PackedArena {
   bool owns(vmm::DevicePtr ptr) const { return live_.count(ptr) != 0; }
   // Unmaps emptied pages whose events completed and gives their chunks back.
   void poll();
+  // Retires every idle page (a plan install, empty_cache, memory pressure); returns how many.
+  std::uint64_t release_idle();
 
   std::uint64_t live_bytes() const { return live_bytes_; }
   std::uint64_t mapped_pages() const { return mapped_pages_; }
@@ -74,6 +78,7 @@ class PackedArena {
   struct Page {
     Chunk chunk;                 // valid while mapped
     bool mapped = false;
+    bool idle = false;           // empty, kept mapped for reuse
     std::uint32_t tenants = 0;   // live allocations overlapping the page
     StreamMask users = 0;        // streams that used the page since it was mapped
     std::uint64_t generation = 0;  // bumped when a pending unmap is called off
@@ -98,6 +103,8 @@ class PackedArena {
   void take_span(std::uint64_t offset, std::uint64_t length);
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
+  // Starts the unmap of the idle page emptied longest ago.
+  void retire_oldest_idle();
 
   vmm::Driver& driver_;
   PhysicalMemory& memory_;
@@ -110,7 +117,10 @@ class PackedArena {
   std::map<std::uint64_t, FreeSpan> free_by_offset_;
   std::set<std::pair<std::uint64_t, std::uint64_t>> free_by_length_;  // (length, offset)
   std::unordered_map<vmm::DevicePtr, Block> live_;
-  std::deque<Pending> pending_;
+  std::uint64_t max_idle_pages_;
+  std::deque<Pending> idle_;     // emptied pages, oldest first (stale entries skipped)
+  std::uint64_t idle_pages_ = 0;
+  std::deque<Pending> pending_;  // pages waiting for their events before the unmap
   std::uint64_t live_bytes_ = 0;
   std::uint64_t mapped_pages_ = 0;
 };

@@ -18,12 +18,12 @@ using namespace testing_support;
 constexpr std::uint64_t kReservation = 1024 * kG;
 
 struct ArenaFixture {
-  explicit ArenaFixture(std::uint64_t capacity = 0)
+  explicit ArenaFixture(std::uint64_t capacity = 0, std::uint64_t idle_pages = 0)
       : host(host_driver()),
         driver(*host),
         sync(driver),
         memory(driver, kG, capacity),
-        arena(driver, memory, sync, kReservation, 0) {}
+        arena(driver, memory, sync, kReservation, 0, idle_pages * kG) {}
   std::unique_ptr<vmm::Driver> host;
   vmm::FaultInjectingDriver driver;
   StreamSync sync;
@@ -97,6 +97,30 @@ TEST(PackedArena, EmptiedPagesGoBackToPhysicalMemory) {
   ASSERT_NE(q, 0u) << why;
   EXPECT_EQ(f.driver.counters().creates, creates);
   EXPECT_TRUE(f.arena.free(q, 1));
+}
+
+// The most recently emptied pages stay mapped: freeing and making a tensor again costs no VMM
+// call; a page emptied later pushes the oldest idle one out, and release_idle empties the rest.
+TEST(PackedArena, RecentlyEmptiedPagesStayMappedForReuse) {
+  ArenaFixture f(0, 2);
+  std::string why;
+  vmm::DevicePtr a = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  EXPECT_TRUE(f.arena.free(a, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 2u);
+  const auto maps = f.driver.counters().maps;
+  vmm::DevicePtr b = f.arena.allocate(2 * kG, 0, &why);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(f.driver.counters().maps, maps);
+  vmm::DevicePtr c = f.arena.allocate(kG, 0, &why);
+  ASSERT_NE(c, 0u) << why;
+  EXPECT_TRUE(f.arena.free(b, 1));
+  EXPECT_TRUE(f.arena.free(c, 1));  // three empty pages, two may stay
+  EXPECT_EQ(f.arena.mapped_pages(), 2u);
+  EXPECT_EQ(f.memory.cached_bytes(), kG);
+  EXPECT_EQ(f.arena.release_idle(), 2u);
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_EQ(f.memory.cached_bytes(), 3 * kG);
 }
 
 // While the GPU may still use a freed page, the page keeps its chunk; taking it again calls the

@@ -13,17 +13,20 @@ constexpr vmm::StreamHandle kCompute = 0x1000;
 constexpr vmm::StreamHandle kComm = 0x2000;
 
 // Unplanned memory freed on one stream goes to another only once its events say the GPU is
-// done with it: until then the other stream gets other chunks, and neither waits.
+// done with it: until then the other stream gets other chunks or, at the capacity, nothing;
+// neither stream ever waits for the other.
 TEST(RuntimeStreams, UnplannedMemoryChangesStreamOnlyAfterTheGpuIsDone) {
   auto host = host_driver();
   vmm::FaultInjectingDriver driver(*host);
-  Runtime rt(test_config(""), driver);
+  Runtime rt(test_config("capacity:" + std::to_string(4 * kG)), driver);
   driver.hold_events(true);
   void* a = rt.malloc(2 * kG, 0, kCompute);
   rt.free(a, 2 * kG, 0, kCompute);
   void* b = rt.malloc(2 * kG, 0, kComm);
+  ASSERT_NE(b, nullptr);
   EXPECT_EQ(rt.stats().reserved_bytes, 4 * kG);
   rt.free(b, 2 * kG, 0, kComm);
+  EXPECT_EQ(rt.malloc(4 * kG, 0, kComm), nullptr);
   driver.hold_events(false);
   const auto creates = driver.counters().creates;
   void* c = rt.malloc(4 * kG, 0, kComm);
