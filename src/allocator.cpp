@@ -90,34 +90,48 @@ std::uint16_t Runtime::thread_index() {
 std::size_t Runtime::match(const InstalledPlan& plan, std::uint64_t size,
                            std::uint32_t stream) const {
   const std::vector<PlannedSlot>& slots = plan.plan().slots;
-  const std::size_t last = std::min(slots.size(), cursor_ + config_.lookahead + 1);
-  for (std::size_t k = cursor_; k < last; ++k) {
-    if (slots[k].size == size && slots[k].stream == stream) return k;
+  if (cursor_ < slots.size() && slots[cursor_].stream == stream) {
+    // The next slot takes the request when it is its size, or when it fits a slot whose size
+    // varies (planned at the largest seen: MoE routing, sequence lengths) or that grows
+    // (Dynamic).
+    const PlannedSlot& next = slots[cursor_];
+    if (size == next.size || next.kind == SlotKind::Dynamic ||
+        (size < next.size && plan.varies(cursor_))) {
+      return cursor_;
+    }
   }
-  // A slot whose size changes between iterations matches by position alone.
-  if (cursor_ < slots.size() && slots[cursor_].kind == SlotKind::Dynamic &&
-      slots[cursor_].stream == stream) {
-    return cursor_;
+  // Resynchronise after a request the plan does not have, or one it lacks: the first slot
+  // ahead with exactly this size.
+  const std::size_t last = std::min(slots.size(), cursor_ + config_.lookahead + 1);
+  for (std::size_t k = cursor_ + 1; k < last; ++k) {
+    if (slots[k].size == size && slots[k].stream == stream) return k;
   }
   return SIZE_MAX;
 }
 
 // Early in an iteration the plan chosen by prediction may be the wrong one (variable sequence
-// lengths): take the installed plan whose slot at this position is the request.
+// lengths): take the installed plan whose slot at this position is the request, exactly, or
+// else the one with the most chunks whose slot there fits it.
 void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
   if (allocs_in_iteration_ > config_.lookahead) return;
+  const std::size_t at = allocs_in_iteration_;
+  InstalledPlan* fitting = nullptr;
   for (const auto& p : cache_.installed()) {
     if (p.get() == active_) continue;
     const auto& slots = p->plan().slots;
-    const std::size_t at = allocs_in_iteration_;
-    if (at < slots.size() && slots[at].size == size && slots[at].stream == stream) {
-      active_ = p.get();
-      active_->last_used = ++stamp_;
-      active_->restart_windows();
-      cursor_ = at;
-      return;
+    if (at >= slots.size() || slots[at].stream != stream || slots[at].size < size) continue;
+    if (slots[at].size != size && !p->varies(at)) continue;
+    if (slots[at].size == size) {
+      fitting = p.get();
+      break;
     }
+    if (fitting == nullptr || p->plan().num_chunks > fitting->plan().num_chunks) fitting = p.get();
   }
+  if (fitting == nullptr) return;
+  active_ = fitting;
+  active_->last_used = ++stamp_;
+  active_->restart_windows();
+  cursor_ = at;
 }
 
 vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
@@ -212,6 +226,7 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   const std::uint64_t id = recorder_.alloc(size, s, thread_index(), p);
   if (slot_index != SIZE_MAX) {
     active_->slot(slot_index).tenant_id = id;
+    active_->slot(slot_index).tenant_size = size;
   } else {
     unplanned_.emplace(p, Unplanned{id, size, s, StreamSync::bit(s), arena});
   }
@@ -231,9 +246,8 @@ bool Runtime::free_planned(vmm::DevicePtr p, std::uint16_t thread) {
     pool_.vacate(slot.pieces, slot.used_by);
     slot.live = false;
     plan->on_vacated(k);
-    const std::uint64_t size = plan->plan().slots[k].size;
-    recorder_.free(slot.tenant_id, size, slot.tenant_stream, thread, p);
-    stats_.allocated_bytes -= size;
+    recorder_.free(slot.tenant_id, slot.tenant_size, slot.tenant_stream, thread, p);
+    stats_.allocated_bytes -= slot.tenant_size;
     return true;
   }
   return false;
@@ -430,6 +444,11 @@ void Runtime::choose_plan() {
   }
   if (active_ == nullptr) active_ = cache_.most_recent();
   if (active_ != nullptr) {
+    const std::vector<bool>* varying =
+        recorder_.varying_ordinals(active_->plan().signature.allocations);
+    if (config_.varying_sizes == VaryingSizes::Largest && varying != nullptr) {
+      active_->set_varying(*varying);
+    }
     active_->last_used = ++stamp_;
     active_->restart_windows();
   }
@@ -502,8 +521,8 @@ std::string Runtime::snapshot_pickle() const {
       seg.stream = stream < sync_.streams() ? sync_.handle_of(stream) : 0;
       for (std::uint32_t k : view.slots) {
         if (!plan->slot(k).live) continue;
-        const std::uint64_t size = plan->plan().slots[k].size;
-        seg.blocks.push_back({plan->address(k), size, size, true});
+        seg.blocks.push_back(
+            {plan->address(k), plan->plan().slots[k].size, plan->slot(k).tenant_size, true});
       }
       segments.push_back(std::move(seg));
     }

@@ -62,6 +62,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   std::unique_ptr<InstalledPlan> p(new InstalledPlan(std::move(plan), driver, pool, sync));
   const ChunkPlan& cp = p->plan_;
   p->slots_.resize(cp.slots.size());
+  p->varies_.assign(cp.slots.size(), false);
   for (std::size_t i = 0; i < cp.slots.size(); ++i) {
     const PlannedSlot& s = cp.slots[i];
     if (s.kind == SlotKind::Dynamic) continue;
@@ -210,6 +211,13 @@ void InstalledPlan::unmap_view(View& v) {
   live_mappings_ -= v.mapped;
   v.mapped = 0;
   v.used_by = 0;
+}
+
+void InstalledPlan::set_varying(const std::vector<bool>& by_ordinal) {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const std::uint64_t ordinal = plan_.slots[i].ordinal;
+    varies_[i] = ordinal < by_ordinal.size() && by_ordinal[ordinal];
+  }
 }
 
 void InstalledPlan::on_occupied(std::size_t index) {

@@ -36,6 +36,7 @@ struct SlotState {
   std::vector<ChunkPiece> pieces;  // the bytes it occupies in the pool, chunk by chunk
   bool live = false;
   std::uint64_t tenant_id = 0;     // the live tenant's request id (recorder)
+  std::uint64_t tenant_size = 0;   // its requested size (at most the slot's)
   std::uint32_t tenant_stream = 0;
   StreamMask used_by = 0;          // streams of the live tenant (record_stream adds to it)
 };
@@ -74,6 +75,10 @@ class InstalledPlan {
   void restart_windows();
   // Makes sure a slot about to be handed out is mapped. False when the driver refused.
   bool ensure_mapped(std::size_t index);
+
+  // Slots whose size varies between iterations: a smaller request fits in them.
+  void set_varying(const std::vector<bool>& by_ordinal);
+  bool varies(std::size_t index) const { return varies_[index]; }
 
   bool idle() const { return live_at_.empty(); }
   void on_occupied(std::size_t index);
@@ -119,6 +124,7 @@ class InstalledPlan {
   std::uint64_t bytes_ = 0;
   std::vector<SlotState> slots_;
   std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for Dynamic slots
+  std::vector<bool> varies_;
   std::vector<View> views_;
   std::unordered_map<vmm::DevicePtr, std::uint32_t> live_at_;
   std::uint64_t live_mappings_ = 0;

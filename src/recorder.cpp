@@ -1,6 +1,8 @@
 #include "src/recorder.h"
 
+#include <algorithm>
 #include <chrono>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace stalloc {
@@ -45,34 +47,84 @@ void Recorder::free(std::uint64_t id, std::uint64_t size, std::uint32_t stream,
   push(e, address);
 }
 
-Trace Recorder::iteration_trace(bool with_previous) const {
+namespace {
+
+std::size_t allocations_in(const std::vector<Event>& events) {
+  std::size_t n = 0;
+  for (const Event& e : events) n += e.kind == EventKind::Alloc;
+  return n;
+}
+
+}  // namespace
+
+Trace Recorder::iteration_trace(VaryingSizes policy) const {
   Trace t;
   t.meta["source"] = "stalloc-runtime";
-  auto allocations = [](const std::vector<Event>& events) {
-    std::size_t n = 0;
-    for (const Event& e : events) n += e.kind == EventKind::Alloc;
-    return n;
-  };
   std::vector<const Event*> events;
-  if (with_previous && !previous_.empty() && allocations(previous_) == allocations(current_)) {
+  if (policy == VaryingSizes::Dynamic && !previous_.empty() &&
+      allocations_in(previous_) == allocations_in(current_)) {
     for (const Event& e : previous_) events.push_back(&e);
   }
   for (const Event& e : current_) events.push_back(&e);
-  std::unordered_set<std::uint64_t> allocated;
+  const OrdinalSizes* seen = nullptr;
+  if (policy == VaryingSizes::Largest) {
+    auto it = largest_.find(allocations_in(current_));
+    if (it != largest_.end()) seen = &it->second;
+  }
+  std::unordered_map<std::uint64_t, std::uint64_t> planned_size;  // id -> size planned
+  std::size_t ordinal = 0;
   t.events.reserve(events.size());
   for (const Event* ep : events) {
-    const Event& e = *ep;
+    Event e = *ep;
     if (e.kind == EventKind::Alloc) {
-      allocated.insert(e.id);
-    } else if (allocated.count(e.id) == 0) {
-      continue;
+      if (seen != nullptr && e.iteration == iteration_) {
+        if (seen->varies[ordinal]) e.size = std::max(e.size, seen->largest[ordinal]);
+        ++ordinal;
+      }
+      planned_size.emplace(e.id, e.size);
+    } else {
+      auto it = planned_size.find(e.id);
+      if (it == planned_size.end()) continue;  // allocated before the trace's first iteration
+      e.size = it->second;
     }
     t.events.push_back(e);
   }
   return t;
 }
 
+void Recorder::remember_sizes() {
+  std::vector<std::uint64_t> sizes;
+  for (const Event& e : current_) {
+    if (e.kind == EventKind::Alloc) sizes.push_back(e.size);
+  }
+  if (sizes.empty()) return;
+  // Bounded: a run whose structure keeps changing starts over rather than growing.
+  if (largest_.size() >= kLargestKept && largest_.count(sizes.size()) == 0) largest_.clear();
+  auto [it, fresh] = largest_.try_emplace(sizes.size());
+  OrdinalSizes& o = it->second;
+  if (fresh) {
+    o.largest = sizes;
+    o.last = sizes;
+    o.changes.assign(sizes.size(), 0);
+    o.varies.assign(sizes.size(), false);
+    return;
+  }
+  // One iteration whose requests are shifted (an extra tensor) changes many ordinals once;
+  // sizes that really vary change again and again. Two changes make an ordinal varying.
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] != o.last[i] && o.changes[i] < 2 && ++o.changes[i] == 2) o.varies[i] = true;
+    o.largest[i] = std::max(o.largest[i], sizes[i]);
+  }
+  o.last = std::move(sizes);
+}
+
+const std::vector<bool>* Recorder::varying_ordinals(std::size_t allocations) const {
+  auto it = largest_.find(allocations);
+  return it == largest_.end() ? nullptr : &it->second.varies;
+}
+
 void Recorder::next_iteration(bool keep) {
+  remember_sizes();
   if (keep) {
     retained_.insert(retained_.end(), current_.begin(), current_.end());
     retained_addresses_.insert(retained_addresses_.end(), current_addresses_.begin(),

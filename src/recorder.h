@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/trace.h"
+#include "src/runtime_config.h"
 #include "vmm/driver.h"
 
 namespace stalloc {
@@ -26,11 +28,16 @@ class Recorder {
   std::uint32_t iteration() const { return iteration_; }
   std::size_t current_requests() const { return current_.size(); }
 
-  // The current iteration as a well-formed trace; with_previous: preceded by the previous one
-  // when it made as many allocations (so the planner sees which ordinals change size and makes
-  // them Dynamic slots). Frees of tensors allocated before the trace's first iteration are
-  // left out.
-  Trace iteration_trace(bool with_previous) const;
+  // The current iteration as a well-formed trace, for the planner. Dynamic: preceded by the
+  // previous one when it made as many allocations (the planner makes the ordinals whose size
+  // changed Dynamic slots). Largest: every allocation at a varying ordinal (see
+  // varying_ordinals) at the largest size that ordinal had in any recorded iteration with as
+  // many allocations. Frees of tensors allocated before the trace's first iteration are left
+  // out.
+  Trace iteration_trace(VaryingSizes policy) const;
+  // Which ordinals of finished iterations with this many allocations changed size at least
+  // twice; null when no such iteration finished.
+  const std::vector<bool>* varying_ordinals(std::size_t allocations) const;
   // Ends the current iteration, keeping its requests for the retained trace or dropping them.
   void next_iteration(bool keep);
 
@@ -45,9 +52,20 @@ class Recorder {
 
  private:
   void push(const Event& e, vmm::DevicePtr address);
+  void remember_sizes();
+
+  static constexpr std::size_t kLargestKept = 64;
 
   std::vector<Event> current_;
   std::vector<Event> previous_;  // the iteration before the current one
+  struct OrdinalSizes {
+    std::vector<std::uint64_t> largest;  // the largest size seen at each ordinal
+    std::vector<std::uint64_t> last;     // the sizes of the last such iteration
+    std::vector<std::uint8_t> changes;   // how often the size changed (counted up to 2)
+    std::vector<bool> varies;            // changed at least twice
+  };
+  // By the allocation count of the iterations they come from.
+  std::unordered_map<std::size_t, OrdinalSizes> largest_;
   std::vector<vmm::DevicePtr> current_addresses_;
   std::vector<Event> retained_;
   std::vector<vmm::DevicePtr> retained_addresses_;

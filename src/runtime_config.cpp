@@ -76,7 +76,15 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
   } else if (key == "lookahead") {
     c.lookahead = parse_count(key, value, 0, 4096);
   } else if (key == "varying_sizes") {
-    c.varying_sizes = parse_bool(key, value);
+    if (value == "off") {
+      c.varying_sizes = VaryingSizes::Off;
+    } else if (value == "dynamic") {
+      c.varying_sizes = VaryingSizes::Dynamic;
+    } else if (value == "largest") {
+      c.varying_sizes = VaryingSizes::Largest;
+    } else {
+      bad_value(key, value, "off, dynamic or largest");
+    }
   } else if (key == "log") {
     if (value.empty()) bad_value(key, value, "a file path");
     c.log = std::string(value);
@@ -115,7 +123,10 @@ std::string format_runtime_config(const RuntimeConfig& c) {
       << ",plan_cache_size:" << c.plan_cache_size
       << ",record_trace:" << (c.record_trace ? "true" : "false") << ",windows:" << c.windows
       << ",lookahead:" << c.lookahead
-      << ",varying_sizes:" << (c.varying_sizes ? "true" : "false");
+      << ",varying_sizes:"
+      << (c.varying_sizes == VaryingSizes::Off       ? "off"
+          : c.varying_sizes == VaryingSizes::Dynamic ? "dynamic"
+                                                     : "largest");
   if (!c.log.empty()) out << ",log:" << c.log;
   return out.str();
 }

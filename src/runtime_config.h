@@ -17,6 +17,14 @@ class ConfigError : public UsageError {
   using UsageError::UsageError;
 };
 
+// How the plan treats an ordinal whose size changes between iterations of the same structure
+// (MoE routing, variable sequence lengths).
+enum class VaryingSizes : std::uint8_t {
+  Off,      // plan the sizes of the planned iteration only; a larger request later is a miss
+  Dynamic,  // such ordinals become Dynamic slots: expandable ranges on the plan's idle chunks
+  Largest,  // such ordinals are planned at the largest size seen; smaller requests fit in them
+};
+
 struct RuntimeConfig {
   std::string backend = "auto";            // host | cuda | auto
   PlanMode mode = PlanMode::Alias;         // alias | windowed
@@ -29,7 +37,7 @@ struct RuntimeConfig {
   bool record_trace = false;               // keep every iteration's requests, not only the profiled
   std::uint32_t windows = 8;               // windowed mode: mapping windows per iteration
   std::uint32_t lookahead = 16;            // slots the matcher looks ahead on a mismatch
-  bool varying_sizes = false;              // plan from two iterations: size-varying slots are Dynamic
+  VaryingSizes varying_sizes = VaryingSizes::Largest;
   std::string log;                         // file for install/plan/OOM events; empty: none
 };
 

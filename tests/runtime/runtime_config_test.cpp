@@ -20,7 +20,7 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   RuntimeConfig c = parse_runtime_config(
       "backend:host, mode:windowed,profile_iterations:3,granularity:64KiB,small_size:4096,"
       "capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
-      "lookahead:4,varying_sizes:true,log:/tmp/stalloc.log");
+      "lookahead:4,varying_sizes:dynamic,log:/tmp/stalloc.log");
   EXPECT_EQ(c.backend, "host");
   EXPECT_EQ(c.mode, PlanMode::Windowed);
   EXPECT_EQ(c.profile_iterations, 3u);
@@ -32,7 +32,7 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   EXPECT_TRUE(c.record_trace);
   EXPECT_EQ(c.windows, 16u);
   EXPECT_EQ(c.lookahead, 4u);
-  EXPECT_TRUE(c.varying_sizes);
+  EXPECT_EQ(c.varying_sizes, VaryingSizes::Dynamic);
   EXPECT_EQ(c.log, "/tmp/stalloc.log");
 }
 

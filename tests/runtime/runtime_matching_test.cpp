@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <unordered_map>
 
 #include "src/trace_replayer.h"
 #include "tests/runtime/runtime_test_support.h"
@@ -55,8 +56,9 @@ TEST(RuntimeMatching, ResynchronisesAfterAnExtraAndAMissingRequest) {
   EXPECT_EQ(r.iterations[5].matches, per_iteration);
 }
 
-// Variable sequence length: two signatures alternate. Each is planned once it has been seen
-// after profiling, and served from its own plan from its next occurrence on.
+// Variable sequence length: two signatures alternate. With varying_sizes:off each is planned
+// once it has been seen after profiling, and served from its own plan from its next
+// occurrence on.
 TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
   TraceBuilder b;
   b.alloc(3 * kG);
@@ -65,7 +67,7 @@ TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
     b.next_iteration();
   }
   auto driver = host_driver();
-  Runtime rt(test_config("profile_iterations:1"), *driver);
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:off"), *driver);
   ReplayOptions options;
   options.verify = true;
   ReplayResult r = replay_trace(rt, b.trace(), options);
@@ -83,6 +85,31 @@ TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
   }
 }
 
+// The same alternation with varying_sizes:largest: one plan, at the larger sequence's sizes,
+// serves both from iteration 3 on; the shorter one's tensors fit in its slots.
+TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int i = 0; i < 8; ++i) {
+    add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:largest"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  for (std::size_t i = 3; i < 8; ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
+    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
+  }
+}
+
 TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   TraceBuilder b;
   for (int i = 0; i < 8; ++i) {
@@ -90,7 +117,7 @@ TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
     b.next_iteration();
   }
   auto driver = host_driver();
-  Runtime rt(test_config("profile_iterations:1,plan_cache_size:1"), *driver);
+  Runtime rt(test_config("profile_iterations:1,plan_cache_size:1,varying_sizes:off"), *driver);
   ReplayOptions options;
   options.verify = true;
   ReplayResult r = replay_trace(rt, b.trace(), options);
@@ -175,8 +202,8 @@ TEST(RuntimeMatching, AliasViewsAreSharedBetweenSlotsWithTheSameChunks) {
   }
 }
 
-// MoE-like: one tensor changes size every iteration. With varying_sizes the plan, made from
-// two iterations, makes it a Dynamic slot matched by position; without, it is a miss.
+// MoE-like: one tensor grows every iteration. With varying_sizes:dynamic the plan, made from
+// two iterations, makes it a Dynamic slot matched by position; with off, it is a miss.
 TEST(RuntimeMatching, VaryingSizesBecomeDynamicSlots) {
   TraceBuilder b;
   for (int i = 0; i < 7; ++i) {
@@ -194,11 +221,50 @@ TEST(RuntimeMatching, VaryingSizesBecomeDynamicSlots) {
     EXPECT_EQ(r.verify_errors, 0u);
     return r.iterations[6];
   };
-  const IterationReport with = run("varying_sizes:true");
+  const IterationReport with = run("varying_sizes:dynamic");
   EXPECT_EQ(with.matches, allocations_per_iteration(2) + 1);
   EXPECT_EQ(with.misses, 0u);
-  const IterationReport without = run("varying_sizes:false");
+  const IterationReport without = run("varying_sizes:off");
   EXPECT_EQ(without.misses, 1u);
+}
+
+// Routed sizes that come and go within a range: with varying_sizes:largest the slot is planned
+// at the largest size seen, and once every size has been seen, every iteration fits the plan
+// with no miss, no re-planning and no VMM call; allocated bytes count what was asked for.
+TEST(RuntimeMatching, VaryingSizesFitInSlotsPlannedAtTheLargest) {
+  TraceBuilder b;
+  const std::uint64_t routed_sizes[] = {2 * kG + 100, 5 * kG + 300, kG + 7, 3 * kG};
+  for (int i = 0; i < 10; ++i) {
+    std::uint64_t routed = b.alloc(routed_sizes[i % 4]);
+    add_training_iteration(b, 2 * kG + 4096, 2);
+    b.free(routed);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:largest"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  for (std::uint32_t it = 6; it < 10; ++it) {
+    EXPECT_EQ(r.iterations[it].misses, 0u) << it;
+    EXPECT_EQ(r.iterations[it].matches, allocations_per_iteration(2) + 1) << it;
+    EXPECT_EQ(r.iterations[it].vmm_calls, 0u) << it;
+    EXPECT_EQ(r.iterations[it].plans_installed, 0u) << it;
+  }
+  // What is still allocated is what the trace never frees, at the sizes it asked for.
+  std::uint64_t never_freed = 0;
+  std::unordered_map<std::uint64_t, std::uint64_t> live;
+  for (const Event& e : b.trace().events) {
+    if (e.kind == EventKind::Alloc) {
+      live[e.id] = e.size;
+    } else {
+      live.erase(e.id);
+    }
+  }
+  for (const auto& [id, size] : live) never_freed += size;
+  EXPECT_EQ(rt.stats().allocated_bytes, never_freed);
 }
 
 // A tensor of the previous iteration still holding its slot's chunks (freed late) must not be
