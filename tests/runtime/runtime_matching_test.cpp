@@ -56,21 +56,27 @@ TEST(RuntimeMatching, ResynchronisesAfterAnExtraAndAMissingRequest) {
   EXPECT_EQ(r.iterations[5].matches, per_iteration);
 }
 
-// Variable sequence length: two signatures alternate. With varying_sizes:off each is planned
-// once it has been seen after profiling, and served from its own plan from its next
-// occurrence on.
-TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
+// Two sequence lengths alternate, after a persistent weight.
+Trace alternating_lengths_trace() {
   TraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < 8; ++i) {
     add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
     b.next_iteration();
   }
+  return b.trace();
+}
+
+// Variable sequence length: two signatures alternate. With varying_sizes:off each is planned
+// once it has been seen after profiling, and served from its own plan from its next
+// occurrence on.
+TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
+  const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,varying_sizes:off"), *driver);
   ReplayOptions options;
   options.verify = true;
-  ReplayResult r = replay_trace(rt, b.trace(), options);
+  ReplayResult r = replay_trace(rt, trace, options);
   EXPECT_EQ(r.verify_errors, 0u);
   EXPECT_EQ(rt.stats().plans_installed, 2u);
   ASSERT_EQ(r.iterations.size(), 8u);
@@ -88,17 +94,12 @@ TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
 // The same alternation with varying_sizes:largest: one plan, at the larger sequence's sizes,
 // serves both from iteration 3 on; the shorter one's tensors fit in its slots.
 TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
-  TraceBuilder b;
-  b.alloc(3 * kG);
-  for (int i = 0; i < 8; ++i) {
-    add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
-    b.next_iteration();
-  }
+  const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,varying_sizes:largest"), *driver);
   ReplayOptions options;
   options.verify = true;
-  ReplayResult r = replay_trace(rt, b.trace(), options);
+  ReplayResult r = replay_trace(rt, trace, options);
   EXPECT_EQ(r.verify_errors, 0u);
   EXPECT_EQ(r.failed_allocations, 0u);
   for (std::size_t i = 3; i < 8; ++i) {
@@ -111,16 +112,12 @@ TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
 }
 
 TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
-  TraceBuilder b;
-  for (int i = 0; i < 8; ++i) {
-    add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
-    b.next_iteration();
-  }
+  const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,plan_cache_size:1,varying_sizes:off"), *driver);
   ReplayOptions options;
   options.verify = true;
-  ReplayResult r = replay_trace(rt, b.trace(), options);
+  ReplayResult r = replay_trace(rt, trace, options);
   EXPECT_EQ(r.verify_errors, 0u);
   EXPECT_EQ(r.failed_allocations, 0u);
   EXPECT_EQ(rt.stats().plans_installed, 1u);
