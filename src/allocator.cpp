@@ -119,12 +119,12 @@ void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
   for (const auto& p : cache_.installed()) {
     if (p.get() == active_) continue;
     const auto& slots = p->plan().slots;
-    if (at >= slots.size() || slots[at].stream != stream || slots[at].size < size) continue;
-    if (slots[at].size != size && !p->varies(at)) continue;
+    if (at >= slots.size() || slots[at].stream != stream) continue;
     if (slots[at].size == size) {
       fitting = p.get();
       break;
     }
+    if (slots[at].size < size || !p->varies(at)) continue;
     if (fitting == nullptr || p->plan().num_chunks > fitting->plan().num_chunks) fitting = p.get();
   }
   if (fitting == nullptr) return;
@@ -156,7 +156,7 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   active_->advance_to(planned.start);
   if (planned.kind == SlotKind::Dynamic) {
     std::string why;
-    vmm::DevicePtr p = dynamic_.allocate(size, stream, &planned.budget_chunks, &why);
+    vmm::DevicePtr p = dynamic_.allocate(size, stream, planned.budget_chunks, &why);
     if (p != 0) ++stats_.matches;
     return p;
   }
@@ -444,10 +444,10 @@ void Runtime::choose_plan() {
   }
   if (active_ == nullptr) active_ = cache_.most_recent();
   if (active_ != nullptr) {
-    const std::vector<bool>* varying =
-        recorder_.varying_ordinals(active_->plan().signature.allocations);
-    if (config_.varying_sizes == VaryingSizes::Largest && varying != nullptr) {
-      active_->set_varying(*varying);
+    if (config_.varying_sizes == VaryingSizes::Largest) {
+      const std::vector<bool>* varying =
+          recorder_.varying_ordinals(active_->plan().signature.allocations);
+      if (varying != nullptr) active_->set_varying(*varying);
     }
     active_->last_used = ++stamp_;
     active_->restart_windows();

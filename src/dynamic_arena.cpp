@@ -37,7 +37,7 @@ void DynamicArena::return_backing(Backing& b, StreamMask used_by) {
 }
 
 vmm::DevicePtr DynamicArena::allocate(std::uint64_t size, std::uint32_t stream,
-                                      const std::vector<std::uint32_t>* budget,
+                                      const std::vector<std::uint32_t>& budget,
                                       std::string* why) {
   poll();
   const std::uint64_t count = (std::max<std::uint64_t>(size, 1) + granularity_ - 1) / granularity_;
@@ -48,8 +48,8 @@ vmm::DevicePtr DynamicArena::allocate(std::uint64_t size, std::uint32_t stream,
   while (range.backing.size() < count) {
     Backing b;
     bool found = false;
-    while (budget != nullptr && next_budget < budget->size() && !found) {
-      std::uint32_t c = (*budget)[next_budget++];
+    while (next_budget < budget.size() && !found) {
+      std::uint32_t c = budget[next_budget++];
       ChunkPiece whole{c, 0, static_cast<std::uint32_t>(granularity_)};
       StreamMask users = 0;
       if (c < pool_.size() && pool_.try_occupy({&whole, 1}, &users)) {

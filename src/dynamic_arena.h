@@ -1,7 +1,8 @@
-// The dynamic path: requests the plan does not cover (profiling iterations, misses, tensors
-// whose size varies). Each request gets its own virtual range backed chunk by chunk, like an
-// expandable segment: from the plan's budget chunks when the request matched a Dynamic slot and
-// those chunks are idle, else from the physical-memory cache or fresh chunks. At free the chunks
+// Requests matched to a Dynamic slot (varying_sizes:dynamic: tensors whose size varies). Each
+// request gets its own virtual range backed chunk by chunk, like an expandable segment: from the
+// slot's budget chunks (chunks the plan leaves idle over its lifetime) while they are idle, else
+// from the physical-memory cache or fresh chunks. Requests no plan covers go to the packed
+// arenas (packed_arena.h). At free the chunks
 // go back at once (a chunk may be mapped at two addresses, and stream order protects a reuse);
 // the old range is unmapped lazily, once events show the GPU is done with it.
 #pragma once
@@ -26,9 +27,9 @@ class DynamicArena {
   DynamicArena(const DynamicArena&) = delete;
   DynamicArena& operator=(const DynamicArena&) = delete;
 
-  // 0 when memory runs out (*why says why). budget: pool chunks it may borrow, or null.
+  // 0 when memory runs out (*why says why). budget: pool chunks it may borrow.
   vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream,
-                          const std::vector<std::uint32_t>* budget, std::string* why);
+                          const std::vector<std::uint32_t>& budget, std::string* why);
   // False when ptr is not a live dynamic allocation.
   bool free(vmm::DevicePtr ptr, StreamMask used_by);
   bool owns(vmm::DevicePtr ptr) const { return live_.count(ptr) != 0; }

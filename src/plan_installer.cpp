@@ -236,14 +236,18 @@ bool InstalledPlan::ensure_mapped(std::size_t index) {
   if (plan_.mode == PlanMode::Alias) return true;  // mapped at install
   const std::uint32_t o = slot_view_[index];
   View& v = views_[o];
-  if (!v.unmap_after.empty()) {
-    sync_.discard(&v.unmap_after);
-    retiring_.erase(std::find(retiring_.begin(), retiring_.end(), o));
-  }
+  cancel_unmap(o);
   if (v.mapped == v.chunks.size()) return true;
   if (!map_view(v)) return false;
   mapped_views_.push_back(o);
   return true;
+}
+
+void InstalledPlan::cancel_unmap(std::uint32_t view) {
+  View& v = views_[view];
+  if (v.unmap_after.empty()) return;
+  sync_.discard(&v.unmap_after);
+  retiring_.erase(std::find(retiring_.begin(), retiring_.end(), view));
 }
 
 void InstalledPlan::restart_windows() {
@@ -262,12 +266,8 @@ void InstalledPlan::advance_to(std::uint64_t time) {
 void InstalledPlan::enter_window(std::uint32_t window) {
   // Map eagerly: a failure here is not fatal, ensure_mapped retries when a slot is handed out.
   for (std::uint32_t o : starting_in_window_[window]) {
-    View& v = views_[o];
-    if (!v.unmap_after.empty()) {
-      sync_.discard(&v.unmap_after);
-      retiring_.erase(std::find(retiring_.begin(), retiring_.end(), o));
-    }
-    if (v.mapped == 0 && map_view(v)) mapped_views_.push_back(o);
+    cancel_unmap(o);
+    if (views_[o].mapped == 0 && map_view(views_[o])) mapped_views_.push_back(o);
   }
   // Retire what this window no longer needs: an event on each stream that used the view says
   // when the GPU is done with it; a view nobody used since it was mapped can go at once.

@@ -114,6 +114,8 @@ class InstalledPlan {
   bool map_view(View& v);
   void unmap_view(View& v);
   void enter_window(std::uint32_t window);
+  // A view wanted again before its lazy unmap keeps its mapping.
+  void cancel_unmap(std::uint32_t view);
 
   ChunkPlan plan_;
   vmm::Driver& driver_;
