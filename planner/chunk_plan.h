@@ -34,6 +34,7 @@ bool parse_plan_mode(std::string_view s, PlanMode* out);
 // Identifies the request sequence a plan was made for: a plan is never applied to another.
 struct TraceSignature {
   std::uint64_t hash = 0;         // over (size, stream) of the iteration's allocations, in order
+                                  // (a dynamic one's size left out)
   std::uint64_t allocations = 0;  // allocations in the iteration
   std::uint64_t requests = 0;     // allocations and frees in the iteration
   friend bool operator==(const TraceSignature&, const TraceSignature&) = default;

@@ -59,6 +59,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       sync_(driver_),
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
+      lender_(pool_),
       dynamic_(driver_, memory_, pool_, sync_),
       cache_(config.plan_cache_size) {
   recorder_.set_timing(true);
@@ -135,7 +136,8 @@ void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
 }
 
 vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
-                                      std::size_t* slot_index) {
+                                      std::size_t* slot_index,
+                                      std::span<const std::uint32_t>* budget) {
   *slot_index = SIZE_MAX;
   std::size_t k = active_ != nullptr ? match(*active_, size, stream) : SIZE_MAX;
   if (k == SIZE_MAX) {
@@ -146,6 +148,13 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     if (active_ != nullptr) {
       ++stats_.misses;
       ++misses_in_iteration_;
+      // A request past the largest size its varying slot has seen is still that ordinal's:
+      // step over the slot, so that the next request meets its own.
+      const std::vector<PlannedSlot>& slots = active_->plan().slots;
+      if (cursor_ < slots.size() && slots[cursor_].stream == stream && active_->varies(cursor_) &&
+          size > slots[cursor_].size) {
+        ++cursor_;
+      }
     } else {
       ++stats_.unplanned;
     }
@@ -155,10 +164,9 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   const PlannedSlot& planned = active_->plan().slots[k];
   active_->advance_to(planned.start);
   if (planned.kind == SlotKind::Dynamic) {
-    std::string why;
-    vmm::DevicePtr p = dynamic_.allocate(size, stream, planned.budget_chunks, &why);
-    if (p != 0) ++stats_.matches;
-    return p;
+    ++stats_.matches;
+    *budget = planned.budget_chunks;
+    return 0;
   }
   SlotState& slot = active_->slot(k);
   StreamMask sync_with = 0;
@@ -200,28 +208,16 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   std::size_t slot_index = SIZE_MAX;
   vmm::DevicePtr p = 0;
   PackedArena* arena = nullptr;
+  std::span<const std::uint32_t> budget;
   if (active_ != nullptr || !cache_.installed().empty()) {
-    p = serve_planned(size, s, &slot_index);
+    p = serve_planned(size, s, &slot_index, &budget);
   } else {
     ++stats_.unplanned;
   }
   ++allocs_in_iteration_;
   if (p == 0) {
-    std::string why;
-    // Pages other arenas emptied go back first, so that this one need not create chunks.
-    poll_unplanned();
-    arena = &packed_arena(s, size);
-    p = arena->allocate(size, s, &why);
-    if (p == 0 && release_idle_unplanned() > 0) {
-      // Memory pressure: what the arenas kept mapped for reuse went back; one more try.
-      p = arena->allocate(size, s, &why);
-    }
-    if (p == 0) {
-      ++stats_.ooms;
-      stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
-      log("stalloc runtime: out of memory for " + format_bytes(size) + ": " + why);
-      return nullptr;
-    }
+    p = serve_unplanned(size, s, budget, &arena);
+    if (p == 0) return nullptr;
   }
   const std::uint64_t id = recorder_.alloc(size, s, thread_index(), p);
   if (slot_index != SIZE_MAX) {
@@ -364,13 +360,45 @@ void Runtime::end_iteration() {
   }
 }
 
+vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream,
+                                        std::span<const std::uint32_t> budget,
+                                        PackedArena** arena) {
+  // Pages other arenas emptied go back first, so that this one need not create chunks.
+  poll_unplanned();
+  if (active_ == nullptr || lend_any_) {
+    lender_.lend_any();
+  } else {
+    lender_.lend_done(budget, active_->chunks_done_before(cursor_),
+                      static_cast<std::uint32_t>(active_->plan().num_chunks));
+  }
+  const std::uint64_t held = memory_.reserved_bytes();
+  std::string why;
+  *arena = &packed_arena(stream, size);
+  vmm::DevicePtr p = (*arena)->allocate(size, stream, &why);
+  if (p == 0 && release_idle_unplanned() > 0) {
+    // Memory pressure: what the arenas kept mapped for reuse went back; one more try.
+    p = (*arena)->allocate(size, stream, &why);
+  }
+  // Following the plan, this iteration needs more than the plan leaves idle (a longer
+  // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
+  // risk of conflicts with later slots, rather than grow memory beside the pool.
+  if (memory_.reserved_bytes() > held) lend_any_ = true;
+  if (p == 0) {
+    ++stats_.ooms;
+    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
+    log("stalloc runtime: out of memory for " + format_bytes(size) + ": " + why);
+  }
+  return p;
+}
+
 PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
   const bool small = size <= config_.small_size;
   const std::size_t index = 2 * std::size_t{stream} + (small ? 0 : 1);
   if (packed_.size() <= index) packed_.resize(index + 1);
   if (!packed_[index]) {
-    packed_[index] = std::make_unique<PackedArena>(
-        driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream, kIdleBytes);
+    packed_[index] = std::make_unique<PackedArena>(driver_, memory_, sync_,
+                                                   small ? kSmallArenaBytes : kLargeArenaBytes,
+                                                   stream, kIdleBytes, &lender_);
   }
   return *packed_[index];
 }
@@ -455,6 +483,7 @@ void Runtime::choose_plan() {
   cursor_ = 0;
   allocs_in_iteration_ = 0;
   misses_in_iteration_ = 0;
+  lend_any_ = false;
 }
 
 void Runtime::add_plan(ChunkPlan plan) {
@@ -485,6 +514,7 @@ RuntimeStats Runtime::stats() const {
   s.peak_reserved_bytes = memory_.peak_reserved_bytes();
   s.cached_bytes = memory_.cached_bytes();
   s.pool_bytes = pool_.size() * granularity_;
+  s.lent_bytes = lender_.lent() * granularity_;
   s.dynamic_bytes = dynamic_.live_bytes();
   for (const auto& arena : packed_) {
     if (arena) s.packed_bytes += arena->live_bytes();

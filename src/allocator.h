@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -27,6 +28,7 @@
 
 #include "planner/chunk_plan.h"
 #include "src/dynamic_arena.h"
+#include "src/idle_chunk_lender.h"
 #include "src/packed_arena.h"
 #include "src/period_detector.h"
 #include "src/physical_memory.h"
@@ -90,8 +92,10 @@ class Runtime {
 
   Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
           vmm::Driver* external);
-  // The slot the request matched, if any, and its address; 0 to serve it dynamically.
-  vmm::DevicePtr serve_planned(std::uint64_t size, std::uint32_t stream, std::size_t* slot_index);
+  // The slot the request matched, if any, and its address; 0 to serve it dynamically (*budget:
+  // the budget chunks of the Dynamic slot it matched, else empty).
+  vmm::DevicePtr serve_planned(std::uint64_t size, std::uint32_t stream, std::size_t* slot_index,
+                               std::span<const std::uint32_t>* budget);
   std::size_t match(const InstalledPlan& plan, std::uint64_t size, std::uint32_t stream) const;
   void switch_plan(std::uint64_t size, std::uint32_t stream);
   void end_iteration();
@@ -102,6 +106,9 @@ class Runtime {
   bool free_planned(vmm::DevicePtr p, std::uint16_t thread);
   PackedArena& packed_arena(std::uint32_t stream, std::uint64_t size);
   void poll_unplanned();
+  // Serves a request no slot took from its stream's packed arena.
+  vmm::DevicePtr serve_unplanned(std::uint64_t size, std::uint32_t stream,
+                                 std::span<const std::uint32_t> budget, PackedArena** arena);
   // Pages the packed arenas retired.
   std::uint64_t release_idle_unplanned();
 
@@ -115,6 +122,7 @@ class Runtime {
   StreamSync sync_;
   PhysicalMemory memory_;
   PlanPool pool_;
+  IdleChunkLender lender_;
   DynamicArena dynamic_;
   // Per stream, [2s] for unplanned requests up to small_size and [2s + 1] for larger ones.
   std::vector<std::unique_ptr<PackedArena>> packed_;
@@ -129,6 +137,8 @@ class Runtime {
   std::size_t cursor_ = 0;             // next slot expected
   std::uint64_t allocs_in_iteration_ = 0;
   std::uint64_t misses_in_iteration_ = 0;
+  // This iteration outgrew what the followed plan leaves idle: any idle pool chunk may be lent.
+  bool lend_any_ = false;
   std::uint64_t live_allocations_ = 0;
   bool explicit_steps_ = false;
   bool have_last_key_ = false;

@@ -1,15 +1,17 @@
 #include "src/packed_arena.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace stalloc {
 
 PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
                          std::uint64_t reservation_bytes, std::uint32_t home,
-                         std::uint64_t idle_bytes)
+                         std::uint64_t idle_bytes, IdleChunkLender* lender)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
+      lender_(lender),
       granularity_(memory.granularity()),
       reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
                          granularity_ * granularity_),
@@ -23,7 +25,7 @@ PackedArena::~PackedArena() {
     sync_.discard(&page.events);
     driver_.unmap(base_ + i * granularity_, granularity_);
     page.chunk.users |= page.users;
-    memory_.give_back(page.chunk);
+    return_chunk(page.chunk, page.lent);
   }
   if (base_ != 0) driver_.free_reservation(base_, reservation_bytes_);
 }
@@ -80,7 +82,15 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
   for (std::uint64_t i = first; i <= last; ++i) {
     Page& page = pages_[i];
     if (page.mapped) continue;
-    auto chunk = memory_.acquire();
+    std::uint32_t lent = kOwnChunk;
+    std::optional<Chunk> chunk = memory_.take_cached();
+    if (!chunk && lender_ != nullptr) {
+      if (auto borrowed = lender_->borrow()) {
+        chunk = borrowed->chunk;
+        lent = borrowed->index;
+      }
+    }
+    if (!chunk) chunk = memory_.acquire();
     bool ok = chunk.has_value();
     if (!ok) {
       *why = memory_.last_failure();
@@ -94,7 +104,7 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
       }
       if (!ok) {
         *why = "mapping a page of the packed arena failed (live mappings limit?)";
-        memory_.give_back(*chunk);
+        return_chunk(*chunk, lent);
       }
     }
     if (!ok) {
@@ -104,9 +114,11 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     }
     *sync_with |= chunk->users;
     page.chunk = *chunk;
+    page.lent = lent;
     page.mapped = true;
     page.users = 0;
     ++mapped_pages_;
+    if (lent != kOwnChunk) ++lent_pages_;
     mapped_now->push_back(i);
   }
   return true;
@@ -115,11 +127,20 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
 void PackedArena::unmap_page(std::uint64_t index) {
   Page& page = pages_[index];
   driver_.unmap(base_ + index * granularity_, granularity_);
-  memory_.give_back(page.chunk);
+  return_chunk(page.chunk, page.lent);
+  if (page.lent != kOwnChunk) --lent_pages_;
   const std::uint64_t generation = page.generation + 1;
   page = Page{};
   page.generation = generation;
   --mapped_pages_;
+}
+
+void PackedArena::return_chunk(const Chunk& chunk, std::uint32_t lent) {
+  if (lent == kOwnChunk) {
+    memory_.give_back(chunk);
+  } else {
+    lender_->give_back(lent, chunk.users);
+  }
 }
 
 vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, std::string* why) {
@@ -171,6 +192,10 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     Page& page = pages_[i];
     page.users |= used_by;
     if (--page.tenants > 0) continue;
+    if (page.lent != kOwnChunk) {
+      retire(i);  // the pool wants its chunk back, not kept idle here
+      continue;
+    }
     page.idle = true;
     idle_.push_back({i, page.generation});
     ++idle_pages_;
@@ -186,16 +211,21 @@ void PackedArena::retire_oldest_idle() {
     if (page.generation != p.generation || !page.idle) continue;
     page.idle = false;
     --idle_pages_;
-    if (sync_.record(page.users, &page.events) && !page.events.empty()) {
-      pending_.push_back({p.page, page.generation});
-    } else if (page.events.empty() && page.users == 0) {
-      unmap_page(p.page);
-    } else {
-      // No event says when the GPU is done: the page stays mapped, empty, until it is wanted
-      // again or the arena goes.
-      sync_.discard(&page.events);
-    }
+    retire(p.page);
     return;
+  }
+}
+
+void PackedArena::retire(std::uint64_t index) {
+  Page& page = pages_[index];
+  if (sync_.record(page.users, &page.events) && !page.events.empty()) {
+    pending_.push_back({index, page.generation});
+  } else if (page.events.empty() && page.users == 0) {
+    unmap_page(index);
+  } else {
+    // No event says when the GPU is done: the page stays mapped, empty, until it is wanted
+    // again or the arena goes.
+    sync_.discard(&page.events);
   }
 }
 

@@ -18,6 +18,11 @@
 // with the same streams merge, so one tensor used by a second stream (record_stream) does not
 // make every later allocation wait for that stream. A chunk from PhysicalMemory brings its own
 // users the same way.
+//
+// Chunks come from PhysicalMemory's cache first, then from the plan pool's idle chunks when an
+// IdleChunkLender allows (idle_chunk_lender.h), and only then are created. A lent page is
+// not kept idle: once empty it is unmapped as soon as its events complete, and the chunk goes
+// back to the pool.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/idle_chunk_lender.h"
 #include "src/physical_memory.h"
 #include "src/stream_sync.h"
 #include "vmm/driver.h"
@@ -42,8 +48,10 @@ class PackedArena {
   // reservation_bytes: the virtual space reserved at the first allocation (a multiple of the
   // granularity); it bounds what can be live in the arena at once.
   // home: the stream the arena serves. idle_bytes: emptied pages kept mapped for reuse.
+  // lender: where idle pool chunks may be borrowed (null: none); it outlives the arena.
   PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
-              std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes);
+              std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes,
+              IdleChunkLender* lender = nullptr);
   ~PackedArena();
   PackedArena(const PackedArena&) = delete;
   PackedArena& operator=(const PackedArena&) = delete;
@@ -60,6 +68,8 @@ class PackedArena {
 
   std::uint64_t live_bytes() const { return live_bytes_; }
   std::uint64_t mapped_pages() const { return mapped_pages_; }
+  // Mapped pages backed by chunks lent from the plan pool.
+  std::uint64_t lent_pages() const { return lent_pages_; }
 
   struct Block {
     vmm::DevicePtr address = 0;
@@ -75,8 +85,10 @@ class PackedArena {
   std::vector<Run> runs() const;
 
  private:
+  static constexpr std::uint32_t kOwnChunk = UINT32_MAX;
   struct Page {
     Chunk chunk;                 // valid while mapped
+    std::uint32_t lent = kOwnChunk;  // the pool chunk it borrowed, or kOwnChunk
     bool mapped = false;
     bool idle = false;           // empty, kept mapped for reuse
     std::uint32_t tenants = 0;   // live allocations overlapping the page
@@ -100,6 +112,9 @@ class PackedArena {
                  std::vector<std::uint64_t>* mapped_now, std::string* why);
   // The chunk goes back with the streams its users mask names as possibly still running.
   void unmap_page(std::uint64_t index);
+  void return_chunk(const Chunk& chunk, std::uint32_t lent);
+  // Starts the unmap of an empty page: now if no stream used it, else once its events complete.
+  void retire(std::uint64_t index);
   void take_span(std::uint64_t offset, std::uint64_t length);
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
@@ -109,6 +124,7 @@ class PackedArena {
   vmm::Driver& driver_;
   PhysicalMemory& memory_;
   StreamSync& sync_;
+  IdleChunkLender* lender_;
   std::uint64_t granularity_;
   std::uint64_t reservation_bytes_;
   StreamMask home_;
@@ -123,6 +139,7 @@ class PackedArena {
   std::deque<Pending> pending_;  // pages waiting for their events before the unmap
   std::uint64_t live_bytes_ = 0;
   std::uint64_t mapped_pages_ = 0;
+  std::uint64_t lent_pages_ = 0;
 };
 
 }  // namespace stalloc

@@ -10,12 +10,15 @@ PhysicalMemory::PhysicalMemory(vmm::Driver& driver, std::uint64_t granularity,
 
 PhysicalMemory::~PhysicalMemory() { trim(); }
 
+std::optional<Chunk> PhysicalMemory::take_cached() {
+  if (cache_.empty()) return std::nullopt;
+  Chunk c = cache_.back();
+  cache_.pop_back();
+  return c;
+}
+
 std::optional<Chunk> PhysicalMemory::acquire() {
-  if (!cache_.empty()) {
-    Chunk c = cache_.back();
-    cache_.pop_back();
-    return c;
-  }
+  if (auto cached = take_cached()) return cached;
   if (capacity_ != 0 && (held_ + 1) * granularity_ > capacity_) {
     last_failure_ = "capacity " + format_bytes(capacity_) + " reached (" +
                     format_bytes(reserved_bytes()) + " reserved)";

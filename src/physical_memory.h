@@ -31,6 +31,8 @@ class PhysicalMemory {
 
   // A cached chunk, else a new one within the capacity; nullopt (and last_failure()) otherwise.
   std::optional<Chunk> acquire();
+  // A cached chunk only: nullopt when the cache is empty.
+  std::optional<Chunk> take_cached();
   // Back to the cache.
   void give_back(Chunk chunk);
   // Releases every cached chunk to the driver.

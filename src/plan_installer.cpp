@@ -74,6 +74,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
           {s.chunks[j], static_cast<std::uint32_t>(lo), static_cast<std::uint32_t>(hi)});
     }
   }
+  p->order_chunks_by_last_use();
   const std::uint64_t pages = p->lay_out_views();
   p->bytes_ = pages * g;
   if (pages > 0) {
@@ -165,6 +166,37 @@ std::uint64_t InstalledPlan::lay_out_views() {
     }
   }
   return pages;
+}
+
+void InstalledPlan::order_chunks_by_last_use() {
+  std::vector<std::uint32_t> last(plan_.num_chunks, 0);
+  std::vector<bool> used(plan_.num_chunks, false);
+  for (std::size_t i = 0; i < plan_.slots.size(); ++i) {
+    const PlannedSlot& s = plan_.slots[i];
+    for (const auto* chunks : {&s.chunks, &s.budget_chunks}) {
+      for (std::uint32_t c : *chunks) {
+        last[c] = static_cast<std::uint32_t>(i);
+        used[c] = true;
+      }
+    }
+  }
+  by_last_use_.resize(plan_.num_chunks);
+  for (std::uint32_t c = 0; c < plan_.num_chunks; ++c) by_last_use_[c] = c;
+  // A chunk no slot uses is done from the start.
+  auto key = [&](std::uint32_t c) { return used[c] ? std::uint64_t{last[c]} + 1 : 0; };
+  std::stable_sort(by_last_use_.begin(), by_last_use_.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+  last_use_sorted_.resize(plan_.num_chunks);
+  for (std::size_t k = 0; k < by_last_use_.size(); ++k) {
+    last_use_sorted_[k] = static_cast<std::uint32_t>(key(by_last_use_[k]));
+  }
+}
+
+std::span<const std::uint32_t> InstalledPlan::chunks_done_before(std::size_t cursor) const {
+  // key = last slot + 1 (0: unused); done when key <= cursor.
+  const auto end = std::upper_bound(last_use_sorted_.begin(), last_use_sorted_.end(),
+                                    static_cast<std::uint32_t>(std::min<std::size_t>(cursor, UINT32_MAX)));
+  return {by_last_use_.data(), static_cast<std::size_t>(end - last_use_sorted_.begin())};
 }
 
 std::vector<InstalledPlan::ViewInfo> InstalledPlan::views() const {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -80,6 +81,10 @@ class InstalledPlan {
   void set_varying(const std::vector<bool>& by_ordinal);
   bool varies(std::size_t index) const { return varies_[index]; }
 
+  // The plan's chunks that no slot at or after `cursor` uses (Dynamic slots' budgets count),
+  // so lending them until the iteration ends costs this plan nothing.
+  std::span<const std::uint32_t> chunks_done_before(std::size_t cursor) const;
+
   bool idle() const { return live_at_.empty(); }
   void on_occupied(std::size_t index);
   void on_vacated(std::size_t index);
@@ -111,6 +116,7 @@ class InstalledPlan {
   InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool, StreamSync& sync);
   // Gives every static slot a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
+  void order_chunks_by_last_use();
   bool map_view(View& v);
   void unmap_view(View& v);
   void enter_window(std::uint32_t window);
@@ -128,6 +134,9 @@ class InstalledPlan {
   std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for Dynamic slots
   std::vector<bool> varies_;
   std::vector<View> views_;
+  // Chunks by the last slot that uses them, ascending; last_use_sorted_ holds those slots.
+  std::vector<std::uint32_t> by_last_use_;
+  std::vector<std::uint32_t> last_use_sorted_;
   std::unordered_map<vmm::DevicePtr, std::uint32_t> live_at_;
   std::uint64_t live_mappings_ = 0;
   // Windowed mode.

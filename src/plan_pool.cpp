@@ -23,6 +23,7 @@ bool PlanPool::grow_to(std::size_t count) {
     added.push_back(*c);
   }
   for (const Chunk& a : added) chunks_.push_back(PoolChunk{a, {}});
+  idle_count_ += added.size();
   return true;
 }
 
@@ -38,6 +39,7 @@ bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_w
   const std::uint64_t whole = memory_.granularity();
   for (const ChunkPiece& p : pieces) {
     PoolChunk& c = chunks_[p.chunk];
+    if (c.live.empty()) --idle_count_;
     c.live.push_back({p.lo, p.hi});
     // A tenant of the whole chunk is ordered after every earlier user: they need not be
     // remembered. A partial tenant leaves other bytes whose users are still unordered.
@@ -55,6 +57,7 @@ void PlanPool::vacate(std::span<const ChunkPiece> pieces, StreamMask used_by) {
     if (it != c.live.end()) {
       *it = c.live.back();
       c.live.pop_back();
+      if (c.live.empty()) ++idle_count_;
     }
     c.chunk.users |= used_by;
   }

@@ -31,6 +31,7 @@ class PlanPool {
   // Grows the pool to `count` chunks; false (pool unchanged) when memory runs out.
   bool grow_to(std::size_t count);
   std::size_t size() const { return chunks_.size(); }
+  std::uint64_t granularity() const { return memory_.granularity(); }
   vmm::ChunkHandle handle(std::uint32_t chunk) const { return chunks_[chunk].chunk.handle; }
 
   // Occupies the pieces when none overlaps a live tenant; *sync_with gets the streams whose
@@ -39,6 +40,7 @@ class PlanPool {
   // Ends a tenancy; `used_by` are the streams that used the pieces.
   void vacate(std::span<const ChunkPiece> pieces, StreamMask used_by);
   bool idle(std::uint32_t chunk) const { return chunks_[chunk].live.empty(); }
+  std::size_t idle_count() const { return idle_count_; }
 
  private:
   struct Interval {
@@ -51,6 +53,7 @@ class PlanPool {
   };
   PhysicalMemory& memory_;
   std::vector<PoolChunk> chunks_;
+  std::size_t idle_count_ = 0;
 };
 
 }  // namespace stalloc

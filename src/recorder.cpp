@@ -60,31 +60,28 @@ std::size_t allocations_in(const std::vector<Event>& events) {
 Trace Recorder::iteration_trace(VaryingSizes policy) const {
   Trace t;
   t.meta["source"] = "stalloc-runtime";
-  std::vector<const Event*> events;
-  if (policy == VaryingSizes::Dynamic && !previous_.empty() &&
-      allocations_in(previous_) == allocations_in(current_)) {
-    for (const Event& e : previous_) events.push_back(&e);
-  }
-  for (const Event& e : current_) events.push_back(&e);
   const OrdinalSizes* seen = nullptr;
-  if (policy == VaryingSizes::Largest) {
+  if (policy != VaryingSizes::Off) {
     auto it = largest_.find(allocations_in(current_));
     if (it != largest_.end()) seen = &it->second;
   }
   std::unordered_map<std::uint64_t, std::uint64_t> planned_size;  // id -> size planned
   std::size_t ordinal = 0;
-  t.events.reserve(events.size());
-  for (const Event* ep : events) {
-    Event e = *ep;
+  t.events.reserve(current_.size());
+  for (Event e : current_) {
     if (e.kind == EventKind::Alloc) {
-      if (seen != nullptr && e.iteration == iteration_) {
-        if (seen->varies[ordinal]) e.size = std::max(e.size, seen->largest[ordinal]);
-        ++ordinal;
+      if (seen != nullptr) {
+        if (policy == VaryingSizes::Largest && seen->varies[ordinal]) {
+          e.size = std::max(e.size, seen->largest[ordinal]);
+        } else if (policy == VaryingSizes::Dynamic) {
+          e.dynamic = seen->varies[ordinal];
+        }
       }
+      ++ordinal;
       planned_size.emplace(e.id, e.size);
     } else {
       auto it = planned_size.find(e.id);
-      if (it == planned_size.end()) continue;  // allocated before the trace's first iteration
+      if (it == planned_size.end()) continue;  // allocated before this iteration
       e.size = it->second;
     }
     t.events.push_back(e);
@@ -130,7 +127,6 @@ void Recorder::next_iteration(bool keep) {
     retained_addresses_.insert(retained_addresses_.end(), current_addresses_.begin(),
                                current_addresses_.end());
   }
-  previous_ = std::move(current_);
   current_.clear();
   current_addresses_.clear();
   ++iteration_;

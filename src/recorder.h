@@ -28,12 +28,11 @@ class Recorder {
   std::uint32_t iteration() const { return iteration_; }
   std::size_t current_requests() const { return current_.size(); }
 
-  // The current iteration as a well-formed trace, for the planner. Dynamic: preceded by the
-  // previous one when it made as many allocations (the planner makes the ordinals whose size
-  // changed Dynamic slots). Largest: every allocation at a varying ordinal (see
-  // varying_ordinals) at the largest size that ordinal had in any recorded iteration with as
-  // many allocations. Frees of tensors allocated before the trace's first iteration are left
-  // out.
+  // The current iteration as a well-formed trace, for the planner; frees of tensors allocated
+  // before it are left out. Compared with the finished iterations that made as many
+  // allocations: Largest plans every allocation at a varying ordinal (see varying_ordinals) at
+  // the largest size that ordinal had; Dynamic marks the allocations at varying ordinals
+  // dynamic (the planner makes them Dynamic slots, and the signature leaves their sizes out).
   Trace iteration_trace(VaryingSizes policy) const;
   // Which ordinals of finished iterations with this many allocations changed size at least
   // twice; null when no such iteration finished.
@@ -57,7 +56,6 @@ class Recorder {
   static constexpr std::size_t kLargestKept = 64;
 
   std::vector<Event> current_;
-  std::vector<Event> previous_;  // the iteration before the current one
   struct OrdinalSizes {
     std::vector<std::uint64_t> largest;  // the largest size seen at each ordinal
     std::vector<std::uint64_t> last;     // the sizes of the last such iteration

@@ -21,7 +21,7 @@ class ConfigError : public UsageError {
 // (MoE routing, variable sequence lengths).
 enum class VaryingSizes : std::uint8_t {
   Off,      // plan the sizes of the planned iteration only; a larger request later is a miss
-  Dynamic,  // such ordinals become Dynamic slots: expandable ranges on the plan's idle chunks
+  Dynamic,  // such ordinals become Dynamic slots, packed on pool chunks idle at the time
   Largest,  // such ordinals are planned at the largest size seen; smaller requests fit in them
 };
 
@@ -37,7 +37,7 @@ struct RuntimeConfig {
   bool record_trace = false;               // keep every iteration's requests, not only the profiled
   std::uint32_t windows = 8;               // windowed mode: mapping windows per iteration
   std::uint32_t lookahead = 16;            // slots the matcher looks ahead on a mismatch
-  VaryingSizes varying_sizes = VaryingSizes::Largest;
+  VaryingSizes varying_sizes = VaryingSizes::Dynamic;
   std::string log;                         // file for install/plan/OOM events; empty: none
 };
 

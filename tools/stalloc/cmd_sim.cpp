@@ -31,7 +31,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stalloc sim [TRACE... | --preset NAME... | --suite default|real] [--capacity BYTES]\n"
-    "                   [--allocators LIST] [--pytorch-conf CONF] [--json] [--report DIR]\n"
+    "                   [--granularity BYTES] [--allocators LIST] [--pytorch-conf CONF] [--json] [--report DIR]\n"
     "                   [--sweep mbs|seq --capacity BYTES] [--jobs N]\n\n"
     "Replays each workload through each allocator model and prints peak allocated, peak reserved,\n"
     "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls per\n"
@@ -42,6 +42,7 @@ constexpr const char* kUsage =
     "  --suite real        the traces in tests/data/real (found from the binary or the current\n"
     "                      directory)\n"
     "  --capacity BYTES    device memory (e.g. 80GiB); default unlimited\n"
+    "  --granularity BYTES chunk size of the VMM-based models (default 2MiB)\n"
     "  --allocators LIST   comma-separated models; default all of them\n"
     "  --pytorch-conf CONF PYTORCH_CUDA_ALLOC_CONF for the pytorch and gmlake models\n"
     "  --json              print {\"results\": [...], \"sweep\": [...] or null} instead of the table\n"
@@ -220,6 +221,13 @@ int sim(const std::vector<std::string>& raw) {
     const auto capacity = parse_bytes(text);
     if (!capacity || *capacity == 0) throw UsageError("--capacity: expected a byte count above 0, got '" + text + "'");
     options.capacity = *capacity;
+  }
+  if (args.option("--granularity", &text)) {
+    const auto g = parse_bytes(text);
+    if (!g || *g == 0 || *g % 512 != 0) {
+      throw UsageError("--granularity: expected a byte count that is a positive multiple of 512, got '" + text + "'");
+    }
+    options.granularity = *g;
   }
   args.option("--pytorch-conf", &options.pytorch_conf);
   std::vector<std::string> allocators = allocator_model_names();
