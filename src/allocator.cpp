@@ -60,7 +60,6 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
       lender_(pool_),
-      dynamic_(driver_, memory_, pool_, sync_),
       cache_(config.plan_cache_size) {
   recorder_.set_timing(true);
   log("stalloc runtime: " + format_runtime_config(config_) + " driver " +
@@ -260,7 +259,7 @@ void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
     if (it != unplanned_.end()) {
       const Unplanned u = it->second;
       unplanned_.erase(it);
-      done = u.arena != nullptr ? u.arena->free(p, u.used_by) : dynamic_.free(p, u.used_by);
+      done = u.arena->free(p, u.used_by);
       recorder_.free(u.id, u.size, u.stream, thread, p);
       stats_.allocated_bytes -= u.size;
     }
@@ -404,7 +403,6 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
 }
 
 std::uint64_t Runtime::release_idle_unplanned() {
-  dynamic_.poll();
   std::uint64_t released = 0;
   for (const auto& arena : packed_) {
     if (arena) released += arena->release_idle();
@@ -413,15 +411,19 @@ std::uint64_t Runtime::release_idle_unplanned() {
 }
 
 void Runtime::poll_unplanned() {
-  dynamic_.poll();
   for (const auto& arena : packed_) {
     if (arena) arena->poll();
   }
 }
 
 void Runtime::install_finished() {
+  std::vector<PlanCache::Finished> finished = cache_.take_finished();
+  if (finished.empty()) return;
+  // What the arenas keep mapped for reuse goes back first, so that the pool takes those chunks
+  // from the cache instead of creating its own beside them.
+  release_idle_unplanned();
   bool installed = false;
-  for (PlanCache::Finished& f : cache_.take_finished()) {
+  for (PlanCache::Finished& f : finished) {
     if (!f.plan) {
       ++stats_.plan_failures;
       stats_.last_plan_error = f.error;
@@ -456,10 +458,7 @@ void Runtime::install_finished() {
   }
   // The pool took what it needed from the cache; the rest was the profiling iterations' and
   // would only sit beside the pool.
-  if (installed) {
-    release_idle_unplanned();
-    memory_.trim();
-  }
+  if (installed) memory_.trim();
 }
 
 void Runtime::choose_plan() {
@@ -515,7 +514,6 @@ RuntimeStats Runtime::stats() const {
   s.cached_bytes = memory_.cached_bytes();
   s.pool_bytes = pool_.size() * granularity_;
   s.lent_bytes = lender_.lent() * granularity_;
-  s.dynamic_bytes = dynamic_.live_bytes();
   for (const auto& arena : packed_) {
     if (arena) s.packed_bytes += arena->live_bytes();
   }
@@ -556,13 +554,6 @@ std::string Runtime::snapshot_pickle() const {
       }
       segments.push_back(std::move(seg));
     }
-  }
-  for (const auto& r : dynamic_.live_ranges()) {
-    SnapshotSegment seg;
-    seg.address = r.base;
-    seg.total_size = r.bytes;
-    seg.blocks.push_back({r.base, r.bytes, r.size, true});
-    segments.push_back(std::move(seg));
   }
   for (std::size_t index = 0; index < packed_.size(); ++index) {
     if (!packed_[index]) continue;

@@ -5,11 +5,11 @@
 // planned in the background (planner/chunk_plan.h) and the plan is installed at the next
 // boundary; iterations with a plan are served from it: each request is matched to the next
 // planned slot (ordinal, size, stream), with a look-ahead to resynchronise after a request the
-// plan does not have. Anything unmatched is packed into its stream's packed arenas
-// (packed_arena.h), small and large requests apart so that small short-lived tensors do not pin
-// the pages of large ones;
-// requests matched to a Dynamic slot get a dynamic range on the plan's idle chunks
-// (dynamic_arena.h).
+// plan does not have. Anything unmatched, and requests matched to a Dynamic slot (sizes that
+// vary), is packed into its stream's packed arenas (packed_arena.h), small and large requests
+// apart so that small short-lived tensors do not pin the pages of large ones. Their pages borrow
+// the plan pool's idle chunks before creating any (idle_chunk_lender.h): memory grows beside
+// the pool only when the iteration needs more than the pool holds idle.
 //
 // Every entry point takes one mutex; the planned path under it is a comparison, an occupancy
 // check on the slot's chunks and a few stores. Chunk creation, mapping and planning happen at
@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "planner/chunk_plan.h"
-#include "src/dynamic_arena.h"
 #include "src/idle_chunk_lender.h"
 #include "src/packed_arena.h"
 #include "src/period_detector.h"
@@ -87,7 +86,7 @@ class Runtime {
     std::uint64_t size = 0;
     std::uint32_t stream = 0;
     StreamMask used_by = 0;
-    PackedArena* arena = nullptr;  // null: a Dynamic slot's range
+    PackedArena* arena = nullptr;
   };
 
   Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
@@ -123,7 +122,6 @@ class Runtime {
   PhysicalMemory memory_;
   PlanPool pool_;
   IdleChunkLender lender_;
-  DynamicArena dynamic_;
   // Per stream, [2s] for unplanned requests up to small_size and [2s + 1] for larger ones.
   std::vector<std::unique_ptr<PackedArena>> packed_;
   PlanCache cache_;

@@ -26,7 +26,6 @@ struct RuntimeStats {
   std::uint64_t cached_bytes = 0;          // reserved chunks held idle for reuse
   std::uint64_t pool_bytes = 0;            // the plan pool
   std::uint64_t lent_bytes = 0;            // pool chunks lent to the packed arenas
-  std::uint64_t dynamic_bytes = 0;         // requested bytes live in Dynamic slots' ranges
   std::uint64_t packed_bytes = 0;          // requested bytes live in the packed arenas (unplanned)
   std::uint64_t allocations = 0;
   std::uint64_t frees = 0;

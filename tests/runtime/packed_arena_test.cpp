@@ -255,5 +255,96 @@ TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
   EXPECT_EQ(f.arena.live_bytes(), 0u);
 }
 
+// An arena beside a plan pool of `pool_chunks` chunks it may borrow from.
+struct LendingFixture {
+  explicit LendingFixture(std::size_t pool_chunks)
+      : host(host_driver()),
+        driver(*host),
+        sync(driver),
+        memory(driver, kG, 0),
+        pool(memory),
+        lender(pool),
+        arena(driver, memory, sync, kReservation, 0, 4 * kG, &lender) {
+    EXPECT_TRUE(pool.grow_to(pool_chunks));
+  }
+  std::unique_ptr<vmm::Driver> host;
+  vmm::FaultInjectingDriver driver;
+  StreamSync sync;
+  PhysicalMemory memory;
+  PlanPool pool;
+  IdleChunkLender lender;
+  PackedArena arena;
+};
+
+// Pages are backed by idle pool chunks before any chunk is created, and an emptied lent page
+// goes back to the pool at once instead of staying idle in the arena.
+TEST(PackedArena, PagesBorrowIdlePoolChunksAndGiveThemBack) {
+  LendingFixture f(4);
+  f.lender.lend_any();
+  std::string why;
+  const auto creates = f.driver.counters().creates;
+  const std::uint64_t p_size = 3 * kG - 1000;  // ends inside page 2, where q starts
+  vmm::DevicePtr p = f.arena.allocate(p_size, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  fill(p, p_size, 0x5a);
+  EXPECT_EQ(f.driver.counters().creates, creates);
+  EXPECT_EQ(f.arena.lent_pages(), 3u);
+  EXPECT_EQ(f.pool.idle_count(), 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 4 * kG);
+  // Past the idle pool chunks, a chunk is created.
+  vmm::DevicePtr q = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  fill(q, 2 * kG, 0x6b);
+  EXPECT_EQ(f.driver.counters().creates, creates + 1);
+  EXPECT_EQ(f.pool.idle_count(), 0u);
+  EXPECT_TRUE(holds(p, p_size, 0x5a));
+  EXPECT_TRUE(f.arena.free(p, 1));
+  EXPECT_EQ(f.arena.lent_pages(), 2u);  // the page q shares with p stays, and q's other one
+  EXPECT_EQ(f.pool.idle_count(), 2u);
+  EXPECT_EQ(f.lender.lent(), 2u);
+  EXPECT_TRUE(holds(q, 2 * kG, 0x6b));
+  EXPECT_TRUE(f.arena.free(q, 1));
+  EXPECT_EQ(f.arena.lent_pages(), 0u);
+  EXPECT_EQ(f.pool.idle_count(), 4u);
+  EXPECT_EQ(f.lender.lent(), 0u);
+}
+
+// A chunk the arena already holds (the physical-memory cache) comes before a pool chunk.
+TEST(PackedArena, CachedChunksComeBeforeLentOnes) {
+  LendingFixture f(2);
+  std::string why;
+  vmm::DevicePtr p = f.arena.allocate(kG, 0, &why);  // lending not allowed: a new chunk
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_EQ(f.arena.lent_pages(), 0u);
+  EXPECT_EQ(f.arena.release_idle(), 0u);
+  EXPECT_TRUE(f.arena.free(p, 1));
+  EXPECT_EQ(f.arena.release_idle(), 1u);
+  EXPECT_EQ(f.memory.cached_bytes(), kG);
+  f.lender.lend_any();
+  vmm::DevicePtr q = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  EXPECT_EQ(f.memory.cached_bytes(), 0u);
+  EXPECT_EQ(f.arena.lent_pages(), 1u);
+  EXPECT_TRUE(f.arena.free(q, 1));
+}
+
+// While the GPU may still use an emptied lent page, the pool chunk stays occupied: a planned
+// slot on it conflicts rather than sharing bytes with work in flight.
+TEST(PackedArena, LentPageInFlightKeepsItsPoolChunk) {
+  LendingFixture f(1);
+  f.lender.lend_any();
+  std::string why;
+  f.driver.hold_events(true);
+  vmm::DevicePtr p = f.arena.allocate(1000, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_TRUE(f.arena.free(p, 1));
+  f.arena.poll();
+  EXPECT_EQ(f.pool.idle_count(), 0u);
+  f.driver.hold_events(false);
+  f.arena.poll();
+  EXPECT_EQ(f.pool.idle_count(), 1u);
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+}
+
 }  // namespace
 }  // namespace stalloc

@@ -111,6 +111,35 @@ TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
   }
 }
 
+// The plan is made from long iterations; a shorter one follows, which it does not fit
+// (varying_sizes:off). Its misses are packed on the pool's idle chunks: under a capacity that
+// holds the pool and a few chunks more, but not the short iteration beside the pool, nothing
+// fails.
+TEST(RuntimeMatching, IterationThePlanDoesNotFitIsServedOnIdlePoolChunks) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  const std::uint64_t long_act = 6 * kG + 8192;
+  const std::uint64_t short_act = 4 * kG + 4096;
+  for (int i = 0; i < 5; ++i) {
+    add_training_iteration(b, i < 3 ? long_act : short_act, 6);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:off,capacity:" +
+                         std::to_string(48 * kG)),
+             *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u) << rt.stats().last_oom.reason;
+  ASSERT_EQ(r.iterations.size(), 5u);
+  EXPECT_EQ(r.iterations[2].misses, 0u);
+  EXPECT_EQ(r.iterations[3].misses, 6u);  // every activation
+  // The pool alone is most of the capacity: the short iteration could not have fit beside it.
+  EXPECT_GE(rt.stats().pool_bytes, 36 * kG);
+}
+
 TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
