@@ -351,8 +351,9 @@ void Runtime::end_iteration() {
   ++stats_.iterations;
   install_finished();
   choose_plan();
-  // Serving from a plan, memory kept for unplanned reuse is only waste: give it back.
-  if (active_ != nullptr) {
+  // Serving from a plan without Dynamic slots, memory kept for unplanned reuse is only waste:
+  // give it back. A plan with Dynamic slots packs them in the arenas every iteration.
+  if (active_ != nullptr && active_->plan().dynamic_peak_bytes == 0) {
     release_idle_unplanned();
   } else {
     poll_unplanned();

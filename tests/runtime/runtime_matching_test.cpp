@@ -140,6 +140,38 @@ TEST(RuntimeMatching, IterationThePlanDoesNotFitIsServedOnIdlePoolChunks) {
   EXPECT_GE(rt.stats().pool_bytes, 36 * kG);
 }
 
+// Every iteration has a sequence length of its own (the activations' sizes), as with variable
+// sequence lengths. With the default varying_sizes:dynamic, once the activations' ordinals have
+// changed twice they become Dynamic slots of one plan, packed on the chunks the plan leaves
+// idle: from then on no plan is made and every request is matched.
+TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  const int kIterations = 10;
+  for (int i = 0; i < kIterations; ++i) {
+    const std::uint64_t act = 2 * kG + static_cast<std::uint64_t>((i * 7) % 10) * (kG / 4) + 4096;
+    add_training_iteration(b, act, 3);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  ASSERT_EQ(r.iterations.size(), static_cast<std::size_t>(kIterations));
+  // Iteration 4 ends with the activations' ordinals changed twice: its plan has Dynamic slots.
+  for (std::size_t i = 5; i < r.iterations.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].conflicts, 0u);
+    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
+  }
+  EXPECT_EQ(rt.stats().plans_installed, 4u);
+}
+
 TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
