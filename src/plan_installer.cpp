@@ -1,6 +1,7 @@
 #include "src/plan_installer.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace stalloc {
 namespace {
@@ -152,6 +153,7 @@ std::uint64_t InstalledPlan::lay_out_views() {
         holding[slot.chunks[j]].emplace_back(view, static_cast<std::uint32_t>(j));
       }
       pages += slot.chunks.size();
+      page_view_.resize(pages, view);
     }
     View& v = views_[view];
     v.first_window = std::min(v.first_window, first);
@@ -253,14 +255,16 @@ void InstalledPlan::set_varying(const std::vector<bool>& by_ordinal) {
 }
 
 void InstalledPlan::on_occupied(std::size_t index) {
-  live_at_.emplace(address(index), static_cast<std::uint32_t>(index));
-  ++views_[slot_view_[index]].live;
+  views_[slot_view_[index]].live_slots.push_back(static_cast<std::uint32_t>(index));
+  ++live_slots_;
 }
 
 void InstalledPlan::on_vacated(std::size_t index) {
-  live_at_.erase(address(index));
   View& v = views_[slot_view_[index]];
-  --v.live;
+  auto it = std::find(v.live_slots.begin(), v.live_slots.end(), static_cast<std::uint32_t>(index));
+  *it = v.live_slots.back();
+  v.live_slots.pop_back();
+  --live_slots_;
   v.used_by |= slots_[index].used_by;
 }
 
@@ -306,7 +310,7 @@ void InstalledPlan::enter_window(std::uint32_t window) {
   std::size_t kept = 0;
   for (std::uint32_t o : mapped_views_) {
     View& v = views_[o];
-    const bool needed = v.live > 0 || (v.first_window <= window && window <= v.last_window);
+    const bool needed = !v.live_slots.empty() || (v.first_window <= window && window <= v.last_window);
     if (!needed && v.unmap_after.empty()) {
       if (v.used_by == 0) {
         unmap_view(v);

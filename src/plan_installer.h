@@ -22,7 +22,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "planner/chunk_plan.h"
@@ -62,10 +61,14 @@ class InstalledPlan {
   }
 
   bool contains(vmm::DevicePtr p) const { return p - base_ < bytes_; }
-  // The live slot whose tensor starts at p; SIZE_MAX when none.
+  // The live slot whose tensor starts at p; SIZE_MAX when none. Views are disjoint ranges and
+  // few of a view's slots live at once, so the view's live list is short.
   std::size_t live_slot_at(vmm::DevicePtr p) const {
-    auto it = live_at_.find(p);
-    return it == live_at_.end() ? SIZE_MAX : it->second;
+    if (!contains(p)) return SIZE_MAX;
+    for (std::uint32_t k : views_[page_view_[(p - base_) / granularity_]].live_slots) {
+      if (address(k) == p) return k;
+    }
+    return SIZE_MAX;
   }
 
   // Windowed mode: the iteration reached the window of plan time `time`; maps the views whose
@@ -85,7 +88,7 @@ class InstalledPlan {
   // so lending them until the iteration ends costs this plan nothing.
   std::span<const std::uint32_t> chunks_done_before(std::size_t cursor) const;
 
-  bool idle() const { return live_at_.empty(); }
+  bool idle() const { return live_slots_ == 0; }
   void on_occupied(std::size_t index);
   void on_vacated(std::size_t index);
   std::uint64_t last_used = 0;  // plan cache LRU stamp
@@ -106,7 +109,7 @@ class InstalledPlan {
     std::uint64_t first_page = 0;        // in the reservation
     std::vector<std::uint32_t> chunks;   // pool chunks, in address order
     std::size_t mapped = 0;              // how many of them are mapped (all, or none between calls)
-    std::uint32_t live = 0;              // live slots using it
+    std::vector<std::uint32_t> live_slots;  // live slots using it
     StreamMask used_by = 0;              // streams that used it since it was mapped
     std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
     std::uint32_t first_window = UINT32_MAX;
@@ -137,7 +140,8 @@ class InstalledPlan {
   // Chunks by the last slot that uses them, ascending; last_use_sorted_ holds those slots.
   std::vector<std::uint32_t> by_last_use_;
   std::vector<std::uint32_t> last_use_sorted_;
-  std::unordered_map<vmm::DevicePtr, std::uint32_t> live_at_;
+  std::vector<std::uint32_t> page_view_;  // page of the reservation -> its view
+  std::uint64_t live_slots_ = 0;
   std::uint64_t live_mappings_ = 0;
   // Windowed mode.
   std::uint64_t window_length_ = 1;
