@@ -169,7 +169,9 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   }
   SlotState& slot = active_->slot(k);
   StreamMask sync_with = 0;
-  if (slot.live || !pool_.try_occupy(slot.pieces, &sync_with)) {
+  // A chunk lent to a packed arena and parked there comes back at once when the slot wants it.
+  if (slot.live || (!pool_.try_occupy(slot.pieces, &sync_with) &&
+                    !(lender_.reclaim(slot.pieces) && pool_.try_occupy(slot.pieces, &sync_with)))) {
     ++stats_.conflicts;
     ++misses_in_iteration_;
     return 0;

@@ -52,7 +52,50 @@ std::optional<LentChunk> IdleChunkLender::borrow() {
   return std::nullopt;
 }
 
+void IdleChunkLender::park(std::uint32_t index, ChunkBorrower* borrower, std::uint64_t page) {
+  if (parked_.size() <= index) parked_.resize(pool_.size());
+  parked_[index] = {borrower, page};
+  ++parked_count_;
+}
+
+void IdleChunkLender::unpark(std::uint32_t index) {
+  if (index >= parked_.size() || parked_[index].borrower == nullptr) return;
+  parked_[index] = {};
+  --parked_count_;
+}
+
+bool IdleChunkLender::reclaim(std::span<const ChunkPiece> pieces) {
+  if (parked_count_ == 0) return false;
+  bool any = false;
+  for (const ChunkPiece& p : pieces) {
+    if (p.chunk >= parked_.size() || parked_[p.chunk].borrower == nullptr) continue;
+    const Parked parked = parked_[p.chunk];
+    parked.borrower->detach(parked.page);  // gives the chunk back, which unparks it
+    any = true;
+  }
+  return any;
+}
+
+std::optional<LentChunk> IdleChunkLender::take_parked(const ChunkBorrower* asker,
+                                                      std::uint64_t first, std::uint64_t last) {
+  if (parked_count_ == 0) return std::nullopt;
+  const std::size_t n = parked_.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t at = (next_parked_ + k) % n;
+    const Parked parked = parked_[at];
+    if (parked.borrower == nullptr ||
+        (parked.borrower == asker && first <= parked.page && parked.page <= last)) {
+      continue;
+    }
+    next_parked_ = (at + 1) % n;
+    parked.borrower->detach(parked.page);
+    return take(static_cast<std::uint32_t>(at));
+  }
+  return std::nullopt;
+}
+
 void IdleChunkLender::give_back(std::uint32_t index, StreamMask used_by) {
+  unpark(index);
   const std::uint32_t whole = static_cast<std::uint32_t>(pool_.granularity());
   const ChunkPiece piece{index, 0, whole};
   pool_.vacate(std::span<const ChunkPiece>(&piece, 1), used_by);

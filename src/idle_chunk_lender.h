@@ -9,13 +9,18 @@
 //     misses): any idle chunk;
 //   - a plan is being followed: only chunks it does not use again in this iteration (every slot
 //     naming them lies behind the matching cursor) and chunks past its pool size.
-// The borrower gives a chunk back once the GPU work on it is known to be done; the chunk keeps
-// the streams that used it, so the next tenant is ordered after them.
+// A borrower keeps an emptied lent page mapped ("parked") for its next tensor rather than map
+// and unmap a chunk per tensor (MoE buffers, sequence-length-dependent activations come and go
+// every micro-batch). When a planned slot wants a parked chunk, reclaim() makes the borrower
+// detach it at once: the chunk returns with the streams that used it, so the slot's tensor is
+// ordered after their work on the GPU (an event wait, never a host wait), and the borrower
+// unmaps its page later, once that work is done.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "src/plan_pool.h"
 
@@ -24,6 +29,16 @@ namespace stalloc {
 struct LentChunk {
   Chunk chunk;             // users: the streams its next user must be ordered after
   std::uint32_t index = 0;  // in the pool
+};
+
+// What holds lent chunks: it must give a parked one back when asked.
+class ChunkBorrower {
+ public:
+  // Gives back the chunk lent to `page` (parked, no tenant) now, through give_back.
+  virtual void detach(std::uint64_t page) = 0;
+
+ protected:
+  ~ChunkBorrower() = default;
 };
 
 class IdleChunkLender {
@@ -44,6 +59,17 @@ class IdleChunkLender {
   void give_back(std::uint32_t index, StreamMask used_by);
   std::uint64_t lent() const { return lent_; }
 
+  // A lent chunk's page is empty and kept mapped by `borrower`; unpark when it is used again.
+  void park(std::uint32_t index, ChunkBorrower* borrower, std::uint64_t page);
+  void unpark(std::uint32_t index);
+  // Detaches the parked chunks among the pieces'; true when any came back.
+  bool reclaim(std::span<const ChunkPiece> pieces);
+  // Nothing idle may be lent: moves a parked chunk to `asker` instead of letting it create one
+  // (never one of its own pages first..last, which it is about to use).
+  std::optional<LentChunk> take_parked(const ChunkBorrower* asker, std::uint64_t first,
+                                       std::uint64_t last);
+  std::uint64_t parked() const { return parked_count_; }
+
  private:
   enum class Policy { None, Any, Done };
   std::optional<LentChunk> take(std::uint32_t index);
@@ -55,6 +81,13 @@ class IdleChunkLender {
   std::uint32_t plan_chunks_ = 0;
   std::size_t next_ = 0;  // where the last search stopped, so searches do not rescan
   std::uint64_t lent_ = 0;
+  struct Parked {
+    ChunkBorrower* borrower = nullptr;
+    std::uint64_t page = 0;
+  };
+  std::vector<Parked> parked_;  // by pool chunk
+  std::uint64_t parked_count_ = 0;
+  std::size_t next_parked_ = 0;
 };
 
 }  // namespace stalloc

@@ -24,6 +24,7 @@ PackedArena::~PackedArena() {
     if (!page.mapped) continue;
     sync_.discard(&page.events);
     driver_.unmap(base_ + i * granularity_, granularity_);
+    if (page.detached) continue;
     page.chunk.users |= page.users;
     return_chunk(page.chunk, page.lent);
   }
@@ -72,8 +73,47 @@ void PackedArena::add_span(std::uint64_t offset, std::uint64_t length, StreamMas
       free_by_offset_.erase(prev);
     }
   }
+  insert_span(offset, length, users);
+}
+
+void PackedArena::insert_span(std::uint64_t offset, std::uint64_t length, StreamMask users) {
   free_by_offset_.emplace(offset, FreeSpan{length, users});
   free_by_length_.emplace(length, offset);
+}
+
+void PackedArena::carve(std::uint64_t offset, std::uint64_t length) {
+  const std::uint64_t end = offset + length;
+  auto it = free_by_offset_.upper_bound(offset);
+  if (it != free_by_offset_.begin()) --it;
+  while (it != free_by_offset_.end() && it->first < end) {
+    const std::uint64_t lo = it->first;
+    const std::uint64_t hi = lo + it->second.length;
+    const StreamMask users = it->second.users;
+    if (hi <= offset) {
+      ++it;
+      continue;
+    }
+    free_by_length_.erase({it->second.length, lo});
+    it = free_by_offset_.erase(it);
+    if (lo < offset) insert_span(lo, offset - lo, users);
+    if (hi > end) insert_span(end, hi - end, users);
+  }
+}
+
+void PackedArena::detach(std::uint64_t index) {
+  Page& page = pages_[index];
+  const std::uint32_t lent = page.lent;
+  page.parked = false;
+  page.lent = kOwnChunk;
+  page.detached = true;
+  --lent_pages_;
+  lender_->give_back(lent, page.users);
+  carve(index * granularity_, granularity_);
+  if (allocating_) {
+    deferred_.push_back(index);
+  } else {
+    retire(index);
+  }
 }
 
 bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask* sync_with,
@@ -85,7 +125,9 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     std::uint32_t lent = kOwnChunk;
     std::optional<Chunk> chunk = memory_.take_cached();
     if (!chunk && lender_ != nullptr) {
-      if (auto borrowed = lender_->borrow()) {
+      auto borrowed = lender_->borrow();
+      if (!borrowed) borrowed = lender_->take_parked(this, first, last);
+      if (borrowed) {
         chunk = borrowed->chunk;
         lent = borrowed->index;
       }
@@ -127,8 +169,12 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
 void PackedArena::unmap_page(std::uint64_t index) {
   Page& page = pages_[index];
   driver_.unmap(base_ + index * granularity_, granularity_);
-  return_chunk(page.chunk, page.lent);
-  if (page.lent != kOwnChunk) --lent_pages_;
+  if (page.detached) {
+    add_span(index * granularity_, granularity_, home_);  // allocatable again
+  } else {
+    return_chunk(page.chunk, page.lent);
+    if (page.lent != kOwnChunk) --lent_pages_;
+  }
   const std::uint64_t generation = page.generation + 1;
   page = Page{};
   page.generation = generation;
@@ -159,7 +205,10 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   const std::uint64_t last = (offset + length - 1) / granularity_;
   StreamMask sync_with = free_by_offset_.at(offset).users;
   std::vector<std::uint64_t> mapped_now;
-  if (!map_pages(first, last, &sync_with, &mapped_now, why)) return 0;
+  allocating_ = true;
+  const bool mapped = map_pages(first, last, &sync_with, &mapped_now, why);
+  allocating_ = false;
+  if (!mapped) return 0;
   if (!sync_.order_after(sync_with, stream)) {
     *why = "stream ordering failed for a packed allocation";
     for (std::uint64_t i : mapped_now) unmap_page(i);
@@ -172,6 +221,10 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
       page.idle = false;
       --idle_pages_;
       ++page.generation;
+    }
+    if (page.parked) {
+      page.parked = false;
+      lender_->unpark(page.lent);
     }
     if (!page.events.empty()) {
       // Wanted again before its unmap: keep the mapping, forget the pending unmap.
@@ -193,7 +246,8 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     page.users |= used_by;
     if (--page.tenants > 0) continue;
     if (page.lent != kOwnChunk) {
-      retire(i);  // the pool wants its chunk back, not kept idle here
+      page.parked = true;
+      lender_->park(page.lent, this, i);
       continue;
     }
     page.idle = true;
@@ -230,8 +284,16 @@ void PackedArena::retire(std::uint64_t index) {
 }
 
 std::uint64_t PackedArena::release_idle() {
-  const std::uint64_t released = idle_pages_;
+  std::uint64_t released = idle_pages_;
   while (idle_pages_ > 0) retire_oldest_idle();
+  for (std::uint64_t i = 0; i < pages_.size() && lender_ != nullptr && lender_->parked() > 0; ++i) {
+    Page& page = pages_[i];
+    if (!page.parked) continue;
+    page.parked = false;
+    lender_->unpark(page.lent);
+    retire(i);
+    ++released;
+  }
   poll();
   return released;
 }
@@ -250,6 +312,11 @@ bool PackedArena::free(vmm::DevicePtr ptr, StreamMask used_by) {
 }
 
 void PackedArena::poll() {
+  if (!deferred_.empty()) {
+    const std::vector<std::uint64_t> detached = std::move(deferred_);
+    deferred_.clear();
+    for (std::uint64_t index : detached) retire(index);
+  }
   while (!pending_.empty()) {
     const Pending p = pending_.front();
     Page& page = pages_[p.page];

@@ -20,9 +20,10 @@
 // users the same way.
 //
 // Chunks come from PhysicalMemory's cache first, then from the plan pool's idle chunks when an
-// IdleChunkLender allows (idle_chunk_lender.h), and only then are created. A lent page is
-// not kept idle: once empty it is unmapped as soon as its events complete, and the chunk goes
-// back to the pool.
+// IdleChunkLender allows (idle_chunk_lender.h), and only then are created. An emptied lent
+// page stays mapped (parked) for the arena's next tensor until the pool wants the chunk back;
+// then it is detached: the chunk goes back at once, and the page's bytes leave the free list
+// until its unmap, after the GPU work on it.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,7 @@
 
 namespace stalloc {
 
-class PackedArena {
+class PackedArena final : private ChunkBorrower {
  public:
   static constexpr std::uint64_t kAlignment = 512;
 
@@ -63,7 +64,8 @@ class PackedArena {
   bool owns(vmm::DevicePtr ptr) const { return live_.count(ptr) != 0; }
   // Unmaps emptied pages whose events completed and gives their chunks back.
   void poll();
-  // Retires every idle page (a plan install, empty_cache, memory pressure); returns how many.
+  // Retires every idle or parked page (a plan install, empty_cache, memory pressure); returns
+  // how many.
   std::uint64_t release_idle();
 
   std::uint64_t live_bytes() const { return live_bytes_; }
@@ -89,6 +91,8 @@ class PackedArena {
   struct Page {
     Chunk chunk;                 // valid while mapped
     std::uint32_t lent = kOwnChunk;  // the pool chunk it borrowed, or kOwnChunk
+    bool parked = false;         // lent, empty, kept mapped
+    bool detached = false;       // its chunk went back to the pool; unmapped once events complete
     bool mapped = false;
     bool idle = false;           // empty, kept mapped for reuse
     std::uint32_t tenants = 0;   // live allocations overlapping the page
@@ -116,6 +120,10 @@ class PackedArena {
   // Starts the unmap of an empty page: now if no stream used it, else once its events complete.
   void retire(std::uint64_t index);
   void take_span(std::uint64_t offset, std::uint64_t length);
+  // Takes [offset, offset + length), all free, out of the free spans.
+  void carve(std::uint64_t offset, std::uint64_t length);
+  void insert_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
+  void detach(std::uint64_t page) override;
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
   // Starts the unmap of the idle page emptied longest ago.
@@ -140,6 +148,10 @@ class PackedArena {
   std::uint64_t live_bytes_ = 0;
   std::uint64_t mapped_pages_ = 0;
   std::uint64_t lent_pages_ = 0;
+  // Pages detached while an allocation is being mapped: retired at the next poll, so that the
+  // free spans the allocation chose do not change under it.
+  bool allocating_ = false;
+  std::vector<std::uint64_t> deferred_;
 };
 
 }  // namespace stalloc

@@ -276,9 +276,9 @@ struct LendingFixture {
   PackedArena arena;
 };
 
-// Pages are backed by idle pool chunks before any chunk is created, and an emptied lent page
-// goes back to the pool at once instead of staying idle in the arena.
-TEST(PackedArena, PagesBorrowIdlePoolChunksAndGiveThemBack) {
+// Pages are backed by idle pool chunks before any chunk is created; an emptied lent page stays
+// mapped (parked) for the arena's next tensor, and release_idle gives it back to the pool.
+TEST(PackedArena, PagesBorrowIdlePoolChunksAndParkThem) {
   LendingFixture f(4);
   f.lender.lend_any();
   std::string why;
@@ -299,12 +299,24 @@ TEST(PackedArena, PagesBorrowIdlePoolChunksAndGiveThemBack) {
   EXPECT_EQ(f.pool.idle_count(), 0u);
   EXPECT_TRUE(holds(p, p_size, 0x5a));
   EXPECT_TRUE(f.arena.free(p, 1));
-  EXPECT_EQ(f.arena.lent_pages(), 2u);  // the page q shares with p stays, and q's other one
-  EXPECT_EQ(f.pool.idle_count(), 2u);
-  EXPECT_EQ(f.lender.lent(), 2u);
+  EXPECT_EQ(f.lender.parked(), 2u);  // pages 0 and 1; page 2 still holds q
+  EXPECT_EQ(f.arena.lent_pages(), 4u);
+  EXPECT_EQ(f.pool.idle_count(), 0u);
+  // The next tensor reuses the parked pages without a VMM call.
+  const auto maps = f.driver.counters().maps;
+  vmm::DevicePtr r = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(r, 0u) << why;
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(f.driver.counters().maps, maps);
+  EXPECT_EQ(f.lender.parked(), 0u);
+  fill(r, 2 * kG, 0x7c);
   EXPECT_TRUE(holds(q, 2 * kG, 0x6b));
+  EXPECT_TRUE(f.arena.free(r, 1));
   EXPECT_TRUE(f.arena.free(q, 1));
+  EXPECT_EQ(f.lender.parked(), 4u);
+  EXPECT_EQ(f.arena.release_idle(), 5u);  // four parked, one idle own page
   EXPECT_EQ(f.arena.lent_pages(), 0u);
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
   EXPECT_EQ(f.pool.idle_count(), 4u);
   EXPECT_EQ(f.lender.lent(), 0u);
 }
@@ -328,22 +340,162 @@ TEST(PackedArena, CachedChunksComeBeforeLentOnes) {
   EXPECT_TRUE(f.arena.free(q, 1));
 }
 
-// While the GPU may still use an emptied lent page, the pool chunk stays occupied: a planned
-// slot on it conflicts rather than sharing bytes with work in flight.
-TEST(PackedArena, LentPageInFlightKeepsItsPoolChunk) {
+// A planned slot wanting a parked chunk gets it back at once, even while the GPU may still use
+// the page: the chunk comes back with the page's streams (the slot's tensor waits for them on
+// the GPU), and the page's bytes stay out of use until its unmap after its events.
+TEST(PackedArena, ParkedChunkIsReclaimedAtOnceAndItsPageKeptOutOfUse) {
   LendingFixture f(1);
   f.lender.lend_any();
   std::string why;
   f.driver.hold_events(true);
   vmm::DevicePtr p = f.arena.allocate(1000, 0, &why);
   ASSERT_NE(p, 0u) << why;
-  EXPECT_TRUE(f.arena.free(p, 1));
-  f.arena.poll();
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.lender.parked(), 1u);
   EXPECT_EQ(f.pool.idle_count(), 0u);
+  const ChunkPiece whole{0, 0, static_cast<std::uint32_t>(kG)};
+  EXPECT_TRUE(f.lender.reclaim(std::span<const ChunkPiece>(&whole, 1)));
+  EXPECT_EQ(f.lender.parked(), 0u);
+  EXPECT_EQ(f.lender.lent(), 0u);
+  EXPECT_EQ(f.pool.idle_count(), 1u);
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);  // unmapped once its events complete
+  StreamMask sync = 0;
+  ASSERT_TRUE(f.pool.try_occupy(std::span<const ChunkPiece>(&whole, 1), &sync));
+  EXPECT_EQ(sync, StreamSync::bit(0));
+  // The arena does not hand out the detached page's bytes meanwhile.
+  vmm::DevicePtr q = f.arena.allocate(1000, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  EXPECT_GE(q, p + kG);
+  EXPECT_TRUE(f.arena.free(q, StreamSync::bit(0)));
   f.driver.hold_events(false);
   f.arena.poll();
-  EXPECT_EQ(f.pool.idle_count(), 1u);
+  EXPECT_EQ(f.arena.release_idle(), 1u);
+  f.arena.poll();
   EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  vmm::DevicePtr r = f.arena.allocate(1000, 0, &why);
+  EXPECT_EQ(r, p);  // the detached page's bytes are free again
+  EXPECT_TRUE(f.arena.free(r, 1));
+}
+
+// With nothing idle in the pool, a chunk parked in one arena moves to another that needs a
+// page, instead of a chunk being created beside the pool.
+TEST(PackedArena, ParkedChunkMovesToAnotherArenaBeforeOneIsCreated) {
+  LendingFixture f(1);
+  ASSERT_EQ(f.sync.index_of(0x2000), 1u);
+  PackedArena other(f.driver, f.memory, f.sync, kReservation, 1, 0, &f.lender);
+  f.lender.lend_any();
+  std::string why;
+  vmm::DevicePtr p = f.arena.allocate(1000, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.lender.parked(), 1u);
+  const auto creates = f.driver.counters().creates;
+  vmm::DevicePtr q = other.allocate(kG, 1, &why);
+  ASSERT_NE(q, 0u) << why;
+  fill(q, kG, 0x3c);
+  EXPECT_EQ(f.driver.counters().creates, creates);
+  EXPECT_EQ(other.lent_pages(), 1u);
+  EXPECT_EQ(f.arena.lent_pages(), 0u);
+  EXPECT_EQ(f.lender.parked(), 0u);
+  EXPECT_EQ(f.sync.waits(), 1u);  // stream 1 waits for stream 0's work on the chunk
+  f.arena.poll();
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_TRUE(holds(q, kG, 0x3c));
+  EXPECT_TRUE(other.free(q, StreamSync::bit(1)));
+  EXPECT_EQ(other.release_idle(), 1u);
+  EXPECT_EQ(f.pool.idle_count(), 1u);
+}
+
+// Two arenas borrow from an 8-chunk pool while "the plan" takes chunks back at random
+// (reclaiming parked ones), writing through its own alias of each chunk, and the GPU is
+// sometimes still busy. An independent check on the data: every live arena tensor and every
+// chunk the plan holds keep their patterns, so no byte is ever in two hands.
+TEST(PackedArena, LendingUnderRandomReclaimsNeverSharesAByte) {
+  LendingFixture f(8);
+  ASSERT_EQ(f.sync.index_of(0x2000), 1u);
+  PackedArena other(f.driver, f.memory, f.sync, kReservation, 1, kG, &f.lender);
+  PackedArena* arenas[2] = {&f.arena, &other};
+  vmm::DevicePtr view = 0;
+  ASSERT_EQ(f.driver.reserve(&view, 8 * kG), vmm::Status::Success);
+  for (std::uint32_t c = 0; c < 8; ++c) {
+    ASSERT_EQ(f.driver.map(view + c * kG, kG, 0, f.pool.handle(c)), vmm::Status::Success);
+  }
+  ASSERT_EQ(f.driver.set_access(view, 8 * kG, vmm::Access::ReadWrite), vmm::Status::Success);
+  f.lender.lend_any();
+  std::mt19937_64 rng(11);
+  struct Live {
+    int arena;
+    vmm::DevicePtr p;
+    std::uint64_t size;
+    unsigned char tag;
+  };
+  std::vector<Live> live;
+  std::vector<bool> held(8, false);
+  std::string why;
+  std::uint64_t reclaims = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const auto roll = rng() % 100;
+    if (roll < 40 || live.empty()) {
+      const int a = static_cast<int>(rng() % 2);
+      const std::uint64_t size = 1 + rng() % (2 * kG);
+      const auto tag = static_cast<unsigned char>(1 + step % 200);
+      vmm::DevicePtr p = arenas[a]->allocate(size, static_cast<std::uint32_t>(a), &why);
+      ASSERT_NE(p, 0u) << why;
+      fill(p, size, tag);
+      live.push_back({a, p, size, tag});
+    } else if (roll < 75) {
+      const std::size_t i = rng() % live.size();
+      ASSERT_TRUE(holds(live[i].p, live[i].size, live[i].tag)) << step;
+      ASSERT_TRUE(arenas[live[i].arena]->free(live[i].p, StreamSync::bit(static_cast<std::uint32_t>(live[i].arena))));
+      live[i] = live.back();
+      live.pop_back();
+    } else if (roll < 88) {
+      const auto c = static_cast<std::uint32_t>(rng() % 8);
+      const ChunkPiece whole{c, 0, static_cast<std::uint32_t>(kG)};
+      StreamMask sync = 0;
+      if (held[c]) {
+        ASSERT_TRUE(holds(view + c * kG, kG, 0xEE)) << "chunk " << c << " step " << step;
+        f.pool.vacate(std::span<const ChunkPiece>(&whole, 1), StreamSync::bit(0));
+        held[c] = false;
+      } else {
+        bool ok = f.pool.try_occupy(std::span<const ChunkPiece>(&whole, 1), &sync);
+        if (!ok && f.lender.reclaim(std::span<const ChunkPiece>(&whole, 1))) {
+          ++reclaims;
+          ok = f.pool.try_occupy(std::span<const ChunkPiece>(&whole, 1), &sync);
+        }
+        if (ok) {
+          fill(view + c * kG, kG, 0xEE);
+          held[c] = true;
+        }
+      }
+    } else if (roll < 94) {
+      f.driver.hold_events(rng() % 2 == 0);
+    } else {
+      f.arena.poll();
+      other.poll();
+    }
+    if (step % 50 == 0) {
+      for (const Live& l : live) ASSERT_TRUE(holds(l.p, l.size, l.tag)) << step;
+      for (std::uint32_t c = 0; c < 8; ++c) {
+        if (held[c]) {
+          ASSERT_TRUE(holds(view + c * kG, kG, 0xEE)) << "chunk " << c << " step " << step;
+        }
+      }
+    }
+  }
+  EXPECT_GT(reclaims, 0u);
+  for (const Live& l : live) {
+    EXPECT_TRUE(holds(l.p, l.size, l.tag));
+    ASSERT_TRUE(arenas[l.arena]->free(l.p, 1));
+  }
+  f.driver.hold_events(false);
+  f.arena.release_idle();
+  other.release_idle();
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_EQ(other.mapped_pages(), 0u);
+  EXPECT_EQ(f.lender.lent(), 0u);
+  for (std::uint32_t c = 0; c < 8; ++c) f.driver.unmap(view + c * kG, kG);
+  f.driver.free_reservation(view, 8 * kG);
 }
 
 }  // namespace
