@@ -299,9 +299,21 @@ void Runtime::set_memory_fraction(double fraction) {
     throw UsageError("memory fraction must be in (0, 1], got " + std::to_string(fraction));
   }
   std::lock_guard lock(mutex_);
-  if (base_capacity_ == 0) return;
+  // A fraction of the configured capacity, else of the device's memory (as PyTorch's
+  // set_per_process_memory_fraction).
+  std::uint64_t whole = base_capacity_;
+  if (whole == 0) {
+    std::size_t total = 0;
+    const vmm::Status s = driver_.total_memory(&total);
+    if (s != vmm::Status::Success) {
+      throw UsageError("memory fraction: the " + std::string(driver_.name()) +
+                       " driver cannot tell the device's memory (" +
+                       std::string(vmm::status_name(s)) + "); set capacity in STALLOC_CONF");
+    }
+    whole = total;
+  }
   memory_.set_capacity(
-      static_cast<std::uint64_t>(std::floor(static_cast<double>(base_capacity_) * fraction)));
+      static_cast<std::uint64_t>(std::floor(static_cast<double>(whole) * fraction)));
 }
 
 void Runtime::step() {

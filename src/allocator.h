@@ -59,7 +59,8 @@ class Runtime {
   void record_stream(void* ptr, vmm::StreamHandle stream);
   // Releases cached idle chunks.
   void empty_cache();
-  // Caps physical memory at fraction of the capacity (config capacity; unlimited: no effect).
+  // Caps physical memory at fraction of the configured capacity, or of the device's memory
+  // when no capacity is configured. Throws UsageError for a fraction outside (0, 1].
   void set_memory_fraction(double fraction);
   // Ends the current iteration.
   void step();

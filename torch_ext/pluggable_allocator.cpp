@@ -143,7 +143,15 @@ __attribute__((visibility("default"))) void stalloc_reset() {
 
 __attribute__((visibility("default"))) void stalloc_set_memory_fraction(double fraction, int device) {
   stalloc::Runtime* r = runtime_for(device);
-  if (r != nullptr) r->set_memory_fraction(fraction);
+  if (r == nullptr) return;
+  // Nothing may unwind into PyTorch through the C ABI: a fraction that cannot be applied leaves
+  // the cap as it was and says why.
+  try {
+    r->set_memory_fraction(fraction);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stalloc: memory fraction %g not applied on device %d: %s\n", fraction,
+                 device, e.what());
+  }
 }
 
 __attribute__((visibility("default"))) void stalloc_step() {

@@ -49,6 +49,7 @@ struct CudaApi {
   decltype(&::cuInit) init = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
   decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceTotalMem) device_total_mem = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
@@ -115,6 +116,7 @@ CudaApi load_api(const Library& lib) {
   resolve(get_proc, version, "cuInit", &api.init);
   resolve(get_proc, version, "cuGetErrorName", &api.get_error_name);
   resolve(get_proc, version, "cuDeviceGet", &api.device_get);
+  resolve(get_proc, version, "cuDeviceTotalMem", &api.device_total_mem);
   resolve(get_proc, version, "cuDevicePrimaryCtxRetain", &api.primary_ctx_retain);
   resolve(get_proc, version, "cuDevicePrimaryCtxRelease", &api.primary_ctx_release);
   resolve(get_proc, version, "cuCtxSetCurrent", &api.ctx_set_current);
@@ -170,6 +172,11 @@ class CudaDriver final : public Driver {
     if (out == nullptr) return Status::InvalidValue;
     *out = granularity_;
     return Status::Success;
+  }
+
+  Status total_memory(std::size_t* out) override {
+    if (out == nullptr) return Status::InvalidValue;
+    return to_status(api_.device_total_mem(out, cu_device_));
   }
 
   Status create(ChunkHandle* out, std::size_t size) override {

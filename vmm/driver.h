@@ -74,6 +74,8 @@ class Driver {
 
   // Minimum granularity G of chunk sizes, reservations and mappings.
   virtual Status granularity(std::size_t* out) = 0;
+  // The device's physical memory (cuDeviceTotalMem): what a memory fraction is a fraction of.
+  virtual Status total_memory(std::size_t* out) = 0;
 
   virtual Status create(ChunkHandle* out, std::size_t size) = 0;
   virtual Status release(ChunkHandle chunk) = 0;

@@ -102,6 +102,20 @@ class HostDriver final : public Driver {
   int device() const override { return device_; }
   bool host_accessible() const override { return true; }
 
+  // The emulated device holds max_bytes, or the machine's memory when unlimited.
+  Status total_memory(std::size_t* out) override {
+    if (out == nullptr) return Status::InvalidValue;
+    if (max_bytes_ != 0) {
+      *out = max_bytes_;
+      return Status::Success;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return Status::NotSupported;
+    *out = static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+    return Status::Success;
+  }
+
   Status granularity(std::size_t* out) override {
     if (out == nullptr) return Status::InvalidValue;
     *out = granularity_;

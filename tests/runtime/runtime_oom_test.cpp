@@ -57,6 +57,26 @@ TEST(RuntimeOom, MemoryFractionLowersTheCapacity) {
   EXPECT_THROW(rt.set_memory_fraction(1.5), UsageError);
 }
 
+// Without a configured capacity the fraction is of the device's memory (the host driver's
+// max_bytes here).
+TEST(RuntimeOom, MemoryFractionOfTheDeviceWithoutACapacity) {
+  auto driver = host_driver(16 * kG);
+  std::size_t total = 0;
+  ASSERT_EQ(driver->total_memory(&total), vmm::Status::Success);
+  EXPECT_EQ(total, 16 * kG);
+  Runtime rt(test_config(""), *driver);
+  void* p = rt.malloc(6 * kG, 0, 0);
+  ASSERT_NE(p, nullptr);
+  rt.free(p, 6 * kG, 0, 0);
+  rt.set_memory_fraction(0.25);
+  rt.empty_cache();
+  EXPECT_EQ(rt.malloc(5 * kG, 0, 0), nullptr);
+  EXPECT_EQ(rt.stats().last_oom.capacity_bytes, 4 * kG);
+  void* q = rt.malloc(3 * kG, 0, 0);
+  EXPECT_NE(q, nullptr);
+  rt.free(q, 3 * kG, 0, 0);
+}
+
 TEST(RuntimeOom, AnotherDeviceIsRefused) {
   auto driver = host_driver();
   Runtime rt(test_config(""), *driver);
