@@ -177,7 +177,8 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     return 0;
   }
   if (!active_->ensure_mapped(k) || !sync_.order_after(sync_with, stream)) {
-    pool_.vacate(slot.pieces, 0);
+    // The chunks keep the streams the slot would have waited for.
+    pool_.vacate(slot.pieces, sync_with);
     ++stats_.conflicts;
     ++misses_in_iteration_;
     return 0;

@@ -14,10 +14,41 @@ void IdleChunkLender::lend_done(std::span<const std::uint32_t> budget,
 
 void IdleChunkLender::lend_none() { policy_ = Policy::None; }
 
+ChunkPiece IdleChunkLender::whole(std::uint32_t index) const {
+  return ChunkPiece{index, 0, static_cast<std::uint32_t>(pool_.granularity())};
+}
+
+template <typename Visit>
+std::optional<LentChunk> IdleChunkLender::first_allowed(Visit&& visit) {
+  if (policy_ == Policy::None) return std::nullopt;
+  if (policy_ == Policy::Done) {
+    for (std::uint32_t index : budget_) {
+      if (auto lent = visit(index)) return lent;
+    }
+  }
+  // Any chunk (Any), or those past the followed plan's pool (Done), from where the last search
+  // stopped.
+  const std::size_t n = pool_.size();
+  const std::size_t first = policy_ == Policy::Any ? 0 : std::min<std::size_t>(plan_chunks_, n);
+  const std::size_t span = n - first;
+  for (std::size_t k = 0; k < span; ++k) {
+    const std::size_t at = first + (next_ + k) % span;
+    if (auto lent = visit(static_cast<std::uint32_t>(at))) {
+      next_ = (at - first + 1) % span;
+      return lent;
+    }
+  }
+  if (policy_ == Policy::Done) {
+    for (std::uint32_t index : done_) {
+      if (auto lent = visit(index)) return lent;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<LentChunk> IdleChunkLender::take(std::uint32_t index) {
   if (!pool_.idle(index)) return std::nullopt;
-  const std::uint32_t whole = static_cast<std::uint32_t>(pool_.granularity());
-  const ChunkPiece piece{index, 0, whole};
+  const ChunkPiece piece = whole(index);
   StreamMask sync_with = 0;
   if (!pool_.try_occupy(std::span<const ChunkPiece>(&piece, 1), &sync_with)) return std::nullopt;
   ++lent_;
@@ -25,31 +56,20 @@ std::optional<LentChunk> IdleChunkLender::take(std::uint32_t index) {
 }
 
 std::optional<LentChunk> IdleChunkLender::borrow() {
-  if (policy_ == Policy::None || pool_.idle_count() == 0) return std::nullopt;
-  const std::size_t n = pool_.size();
-  if (policy_ == Policy::Done) {
-    for (std::uint32_t index : budget_) {
-      if (auto lent = take(index)) return lent;
-    }
-  }
-  if (policy_ == Policy::Any || plan_chunks_ < n) {
-    // Any chunk (Any), or those past the followed plan's pool (Done).
-    const std::size_t first = policy_ == Policy::Any ? 0 : plan_chunks_;
-    const std::size_t span = n - first;
-    for (std::size_t k = 0; k < span; ++k) {
-      const std::size_t at = first + (next_ + k) % span;
-      if (auto lent = take(static_cast<std::uint32_t>(at))) {
-        next_ = (at - first + 1) % span;
-        return lent;
-      }
-    }
-  }
-  if (policy_ == Policy::Done) {
-    for (std::uint32_t index : done_) {
-      if (auto lent = take(index)) return lent;
-    }
-  }
-  return std::nullopt;
+  if (pool_.idle_count() == 0) return std::nullopt;
+  return first_allowed([&](std::uint32_t index) { return take(index); });
+}
+
+std::optional<LentChunk> IdleChunkLender::take_parked(const ChunkBorrower* asker,
+                                                      std::uint64_t first, std::uint64_t last) {
+  if (parked_count_ == 0) return std::nullopt;
+  return first_allowed([&](std::uint32_t index) -> std::optional<LentChunk> {
+    if (!is_parked(index)) return std::nullopt;
+    const Parked parked = parked_[index];
+    if (parked.borrower == asker && first <= parked.page && parked.page <= last) return std::nullopt;
+    parked.borrower->detach(parked.page);  // gives the chunk back, which unparks it
+    return take(index);
+  });
 }
 
 void IdleChunkLender::park(std::uint32_t index, ChunkBorrower* borrower, std::uint64_t page) {
@@ -59,45 +79,33 @@ void IdleChunkLender::park(std::uint32_t index, ChunkBorrower* borrower, std::ui
 }
 
 void IdleChunkLender::unpark(std::uint32_t index) {
-  if (index >= parked_.size() || parked_[index].borrower == nullptr) return;
+  if (!is_parked(index)) return;
   parked_[index] = {};
   --parked_count_;
 }
 
 bool IdleChunkLender::reclaim(std::span<const ChunkPiece> pieces) {
   if (parked_count_ == 0) return false;
+  // Only when every piece is then free: a slot that conflicts anyway must not cost the
+  // arenas their parked pages.
   bool any = false;
   for (const ChunkPiece& p : pieces) {
-    if (p.chunk >= parked_.size() || parked_[p.chunk].borrower == nullptr) continue;
-    const Parked parked = parked_[p.chunk];
-    parked.borrower->detach(parked.page);  // gives the chunk back, which unparks it
-    any = true;
-  }
-  return any;
-}
-
-std::optional<LentChunk> IdleChunkLender::take_parked(const ChunkBorrower* asker,
-                                                      std::uint64_t first, std::uint64_t last) {
-  if (parked_count_ == 0) return std::nullopt;
-  const std::size_t n = parked_.size();
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t at = (next_parked_ + k) % n;
-    const Parked parked = parked_[at];
-    if (parked.borrower == nullptr ||
-        (parked.borrower == asker && first <= parked.page && parked.page <= last)) {
-      continue;
+    if (is_parked(p.chunk)) {
+      any = true;
+    } else if (!pool_.available(p)) {
+      return false;
     }
-    next_parked_ = (at + 1) % n;
-    parked.borrower->detach(parked.page);
-    return take(static_cast<std::uint32_t>(at));
   }
-  return std::nullopt;
+  if (!any) return false;
+  for (const ChunkPiece& p : pieces) {
+    if (is_parked(p.chunk)) parked_[p.chunk].borrower->detach(parked_[p.chunk].page);
+  }
+  return true;
 }
 
 void IdleChunkLender::give_back(std::uint32_t index, StreamMask used_by) {
   unpark(index);
-  const std::uint32_t whole = static_cast<std::uint32_t>(pool_.granularity());
-  const ChunkPiece piece{index, 0, whole};
+  const ChunkPiece piece = whole(index);
   pool_.vacate(std::span<const ChunkPiece>(&piece, 1), used_by);
   --lent_;
 }

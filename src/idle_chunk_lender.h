@@ -62,10 +62,10 @@ class IdleChunkLender {
   // A lent chunk's page is empty and kept mapped by `borrower`; unpark when it is used again.
   void park(std::uint32_t index, ChunkBorrower* borrower, std::uint64_t page);
   void unpark(std::uint32_t index);
-  // Detaches the parked chunks among the pieces'; true when any came back.
+  // When the pieces are free but for parked chunks, detaches those; true when any came back.
   bool reclaim(std::span<const ChunkPiece> pieces);
-  // Nothing idle may be lent: moves a parked chunk to `asker` instead of letting it create one
-  // (never one of its own pages first..last, which it is about to use).
+  // Nothing idle may be lent: moves a parked chunk the policy allows to `asker` instead of
+  // letting it create one (never one of its own pages first..last, which it is about to use).
   std::optional<LentChunk> take_parked(const ChunkBorrower* asker, std::uint64_t first,
                                        std::uint64_t last);
   std::uint64_t parked() const { return parked_count_; }
@@ -73,6 +73,13 @@ class IdleChunkLender {
  private:
   enum class Policy { None, Any, Done };
   std::optional<LentChunk> take(std::uint32_t index);
+  ChunkPiece whole(std::uint32_t index) const;
+  bool is_parked(std::uint32_t index) const {
+    return index < parked_.size() && parked_[index].borrower != nullptr;
+  }
+  // The first lent chunk `visit` makes of the chunks the policy allows, in preference order.
+  template <typename Visit>
+  std::optional<LentChunk> first_allowed(Visit&& visit);
 
   PlanPool& pool_;
   Policy policy_ = Policy::None;

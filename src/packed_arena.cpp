@@ -205,6 +205,9 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   const std::uint64_t last = (offset + length - 1) / granularity_;
   StreamMask sync_with = free_by_offset_.at(offset).users;
   std::vector<std::uint64_t> mapped_now;
+  // While pages are mapped for [offset, offset + length), a parked page elsewhere may be
+  // detached (take_parked never picks one of first..last): its retirement waits for the next
+  // poll, so the span starting at offset keeps its start and its length.
   allocating_ = true;
   const bool mapped = map_pages(first, last, &sync_with, &mapped_now, why);
   allocating_ = false;
@@ -276,6 +279,11 @@ void PackedArena::retire(std::uint64_t index) {
     pending_.push_back({index, page.generation});
   } else if (page.events.empty() && page.users == 0) {
     unmap_page(index);
+  } else if (page.detached) {
+    // No event says when the GPU is done; the page's bytes are out of the free list until its
+    // unmap, so try again at the next poll.
+    sync_.discard(&page.events);
+    deferred_.push_back(index);
   } else {
     // No event says when the GPU is done: the page stays mapped, empty, until it is wanted
     // again or the arena goes.
@@ -286,12 +294,11 @@ void PackedArena::retire(std::uint64_t index) {
 std::uint64_t PackedArena::release_idle() {
   std::uint64_t released = idle_pages_;
   while (idle_pages_ > 0) retire_oldest_idle();
+  // Parked chunks go back to the pool at once (with their streams); the pages follow after
+  // their events.
   for (std::uint64_t i = 0; i < pages_.size() && lender_ != nullptr && lender_->parked() > 0; ++i) {
-    Page& page = pages_[i];
-    if (!page.parked) continue;
-    page.parked = false;
-    lender_->unpark(page.lent);
-    retire(i);
+    if (!pages_[i].parked) continue;
+    detach(i);
     ++released;
   }
   poll();
@@ -340,7 +347,7 @@ std::vector<PackedArena::Run> PackedArena::runs() const {
   std::vector<Run> out;
   std::size_t next_block = 0;
   for (std::uint64_t i = 0; i < pages_.size(); ++i) {
-    if (!pages_[i].mapped) continue;
+    if (!pages_[i].mapped || pages_[i].detached) continue;  // a detached chunk is the pool's
     const vmm::DevicePtr at = base_ + i * granularity_;
     if (out.empty() || out.back().base + out.back().bytes != at) out.push_back({at, 0, {}});
     out.back().bytes += granularity_;

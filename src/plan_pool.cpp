@@ -27,14 +27,18 @@ bool PlanPool::grow_to(std::size_t count) {
   return true;
 }
 
+bool PlanPool::available(const ChunkPiece& piece) const {
+  for (const Interval& i : chunks_[piece.chunk].live) {
+    if (i.lo < piece.hi && piece.lo < i.hi) return false;
+  }
+  return true;
+}
+
 bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_with) {
   StreamMask users = 0;
   for (const ChunkPiece& p : pieces) {
-    const PoolChunk& c = chunks_[p.chunk];
-    for (const Interval& i : c.live) {
-      if (i.lo < p.hi && p.lo < i.hi) return false;
-    }
-    users |= c.chunk.users;
+    if (!available(p)) return false;
+    users |= chunks_[p.chunk].chunk.users;
   }
   const std::uint64_t whole = memory_.granularity();
   for (const ChunkPiece& p : pieces) {

@@ -40,6 +40,8 @@ class PlanPool {
   // Ends a tenancy; `used_by` are the streams that used the pieces.
   void vacate(std::span<const ChunkPiece> pieces, StreamMask used_by);
   bool idle(std::uint32_t chunk) const { return chunks_[chunk].live.empty(); }
+  // No live tenant overlaps the piece.
+  bool available(const ChunkPiece& piece) const;
   std::size_t idle_count() const { return idle_count_; }
 
  private:

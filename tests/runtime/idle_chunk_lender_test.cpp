@@ -89,5 +89,70 @@ TEST(IdleChunkLender, FollowingAPlanLendsOnlyWhatItIsDoneWith) {
   EXPECT_TRUE(f.pool.idle(1));
 }
 
+// Holds lent chunks as an arena would; detach gives one back with the stream that used it.
+class FakeBorrower final : public ChunkBorrower {
+ public:
+  explicit FakeBorrower(IdleChunkLender& lender) : lender_(lender) {}
+  void park(const LentChunk& c) { lender_.park(c.index, this, c.index); }
+  void detach(std::uint64_t page) override {
+    detached.push_back(page);
+    lender_.give_back(static_cast<std::uint32_t>(page), StreamSync::bit(1));
+  }
+  std::vector<std::uint64_t> detached;
+
+ private:
+  IdleChunkLender& lender_;
+};
+
+// A slot's chunks come back from a borrower only when that frees the slot: a piece held by a
+// live tenant leaves the parked ones where they are.
+TEST(IdleChunkLender, ReclaimsParkedChunksOnlyWhenThatFreesTheSlot) {
+  LenderFixture f(3);
+  FakeBorrower borrower(f.lender);
+  f.lender.lend_any();
+  auto a = f.lender.borrow();
+  auto b = f.lender.borrow();
+  ASSERT_TRUE(a && b);
+  borrower.park(*a);
+  borrower.park(*b);
+  EXPECT_EQ(f.lender.parked(), 2u);
+  ASSERT_TRUE(f.occupy(2, 0, 100));  // a live tenant on the third chunk
+  const std::vector<ChunkPiece> blocked{{a->index, 0, kWhole}, {2, 50, 60}};
+  EXPECT_FALSE(f.lender.reclaim(blocked));
+  EXPECT_TRUE(borrower.detached.empty());
+  const std::vector<ChunkPiece> slot{{a->index, 0, kWhole}, {b->index, 0, 10}};
+  EXPECT_TRUE(f.lender.reclaim(slot));
+  EXPECT_EQ(borrower.detached.size(), 2u);
+  EXPECT_EQ(f.lender.parked(), 0u);
+  EXPECT_EQ(f.lender.lent(), 0u);
+  StreamMask sync = 0;
+  EXPECT_TRUE(f.pool.try_occupy(slot, &sync));
+  EXPECT_EQ(sync, StreamSync::bit(1));
+}
+
+// Following a plan, a parked chunk moves to another borrower only if the plan is done with it.
+TEST(IdleChunkLender, TakesParkedChunksOnlyAsThePolicyAllows) {
+  LenderFixture f(2);
+  FakeBorrower holder(f.lender);
+  FakeBorrower asker(f.lender);
+  f.lender.lend_any();
+  auto a = f.lender.borrow();
+  auto b = f.lender.borrow();
+  ASSERT_TRUE(a && b);
+  holder.park(*a);
+  holder.park(*b);
+  const std::vector<std::uint32_t> none;
+  const std::vector<std::uint32_t> done{b->index};
+  f.lender.lend_done(none, none, 2);
+  EXPECT_FALSE(f.lender.take_parked(&asker, 0, 0).has_value());
+  f.lender.lend_done(none, done, 2);
+  auto moved = f.lender.take_parked(&asker, 0, 0);
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->index, b->index);
+  EXPECT_EQ(moved->chunk.users, StreamSync::bit(1));
+  EXPECT_EQ(holder.detached, (std::vector<std::uint64_t>{b->index}));
+  EXPECT_EQ(f.lender.parked(), 1u);
+}
+
 }  // namespace
 }  // namespace stalloc
