@@ -87,6 +87,17 @@ void print_json(const Summary& s) {
   w.field("plan_failures", s.stats.plan_failures);
   w.field("last_plan_error", s.stats.last_plan_error);
   w.field("ns_per_malloc_median", s.ns_per_malloc_median);
+  w.key("per_iteration").begin_array();
+  for (const IterationReport& it : s.result.iterations) {
+    w.begin_object()
+        .field("matched", it.matches)
+        .field("misses", it.misses)
+        .field("conflicts", it.conflicts)
+        .field("vmm_ops", it.vmm_calls)
+        .field("plans_installed", it.plans_installed)
+        .end_object();
+  }
+  w.end_array();
   w.end_object();
   std::cout << "\n";
 }
