@@ -111,7 +111,8 @@ std::size_t Runtime::match(const InstalledPlan& plan, std::uint64_t size,
 
 // Early in an iteration the plan chosen by prediction may be the wrong one (variable sequence
 // lengths): take the installed plan whose slot at this position is the request, exactly, or
-// else the one with the most chunks whose slot there fits it.
+// else the one with the most chunks whose slot there fits it (a Dynamic slot, or a varying one
+// at least as large).
 void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
   if (allocs_in_iteration_ > config_.lookahead) return;
   const std::size_t at = allocs_in_iteration_;
@@ -124,7 +125,9 @@ void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
       fitting = p.get();
       break;
     }
-    if (slots[at].size < size || !p->varies(at)) continue;
+    const bool fits = slots[at].kind == SlotKind::Dynamic ||
+                      (slots[at].size >= size && p->varies(at));
+    if (!fits) continue;
     if (fitting == nullptr || p->plan().num_chunks > fitting->plan().num_chunks) fitting = p.get();
   }
   if (fitting == nullptr) return;

@@ -172,6 +172,35 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
   EXPECT_EQ(rt.stats().plans_installed, 4u);
 }
 
+// After the Dynamic plan, one iteration makes an extra request and gets an exact plan of its
+// own, which the next iteration is predicted to follow; the first request that does not fit it
+// switches to the plan whose Dynamic slot there takes any size.
+TEST(RuntimeMatching, SwitchesToThePlanWhoseDynamicSlotFits) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  const int kIterations = 11;
+  for (int i = 0; i < kIterations; ++i) {
+    if (i == 7) b.free(b.alloc(12345));
+    const std::uint64_t act = 2 * kG + static_cast<std::uint64_t>((i * 7) % 10) * (kG / 4) + 4096;
+    add_training_iteration(b, act, 3);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  ASSERT_EQ(r.iterations.size(), static_cast<std::size_t>(kIterations));
+  EXPECT_EQ(r.iterations[7].misses, 1u);
+  EXPECT_EQ(r.iterations[7].plans_installed, 1u);  // its own, at its end
+  for (std::size_t i = 8; i < r.iterations.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+  }
+}
+
 TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
