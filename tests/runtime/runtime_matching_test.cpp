@@ -141,26 +141,36 @@ TEST(RuntimeMatching, IterationThePlanDoesNotFitIsServedOnIdlePoolChunks) {
 }
 
 // Every iteration has a sequence length of its own (the activations' sizes), as with variable
-// sequence lengths. With the default varying_sizes:dynamic, once the activations' ordinals have
-// changed twice they become Dynamic slots of one plan, packed on the chunks the plan leaves
-// idle: from then on no plan is made and every request is matched.
-TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
+// sequence lengths; iteration `extra_at` (if any) makes one request more.
+Trace varying_lengths_trace(int iterations, int extra_at = -1) {
   TraceBuilder b;
   b.alloc(3 * kG);
-  const int kIterations = 10;
-  for (int i = 0; i < kIterations; ++i) {
+  for (int i = 0; i < iterations; ++i) {
+    if (i == extra_at) b.free(b.alloc(12345));
     const std::uint64_t act = 2 * kG + static_cast<std::uint64_t>((i * 7) % 10) * (kG / 4) + 4096;
     add_training_iteration(b, act, 3);
     b.next_iteration();
   }
-  auto driver = host_driver();
-  Runtime rt(test_config("profile_iterations:1"), *driver);
+  return b.trace();
+}
+
+ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
   ReplayOptions options;
   options.verify = true;
-  ReplayResult r = replay_trace(rt, b.trace(), options);
+  ReplayResult r = replay_trace(rt, trace, options);
   EXPECT_EQ(r.verify_errors, 0u);
   EXPECT_EQ(r.failed_allocations, 0u);
-  ASSERT_EQ(r.iterations.size(), static_cast<std::size_t>(kIterations));
+  return r;
+}
+
+// With the default varying_sizes:dynamic, once the activations' ordinals have changed twice
+// they become Dynamic slots of one plan, packed on the chunks the plan leaves idle: from then on
+// no plan is made and every request is matched.
+TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const ReplayResult r = replay_verified(rt, varying_lengths_trace(10));
+  ASSERT_EQ(r.iterations.size(), 10u);
   // Iteration 4 ends with the activations' ordinals changed twice: its plan has Dynamic slots.
   for (std::size_t i = 5; i < r.iterations.size(); ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
@@ -176,22 +186,10 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
 // own, which the next iteration is predicted to follow; the first request that does not fit it
 // switches to the plan whose Dynamic slot there takes any size.
 TEST(RuntimeMatching, SwitchesToThePlanWhoseDynamicSlotFits) {
-  TraceBuilder b;
-  b.alloc(3 * kG);
-  const int kIterations = 11;
-  for (int i = 0; i < kIterations; ++i) {
-    if (i == 7) b.free(b.alloc(12345));
-    const std::uint64_t act = 2 * kG + static_cast<std::uint64_t>((i * 7) % 10) * (kG / 4) + 4096;
-    add_training_iteration(b, act, 3);
-    b.next_iteration();
-  }
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1"), *driver);
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, b.trace(), options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  ASSERT_EQ(r.iterations.size(), static_cast<std::size_t>(kIterations));
+  const ReplayResult r = replay_verified(rt, varying_lengths_trace(11, 7));
+  ASSERT_EQ(r.iterations.size(), 11u);
   EXPECT_EQ(r.iterations[7].misses, 1u);
   EXPECT_EQ(r.iterations[7].plans_installed, 1u);  // its own, at its end
   for (std::size_t i = 8; i < r.iterations.size(); ++i) {
