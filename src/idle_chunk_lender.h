@@ -94,7 +94,6 @@ class IdleChunkLender {
   };
   std::vector<Parked> parked_;  // by pool chunk
   std::uint64_t parked_count_ = 0;
-  std::size_t next_parked_ = 0;
 };
 
 }  // namespace stalloc
