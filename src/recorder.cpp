@@ -106,10 +106,17 @@ void Recorder::remember_sizes() {
     o.varies.assign(sizes.size(), false);
     return;
   }
-  // One iteration whose requests are shifted (an extra tensor) changes many ordinals once;
-  // sizes that really vary change again and again. Two changes make an ordinal varying.
+  // One iteration whose requests are shifted (an extra tensor here, one missing there) changes
+  // many ordinals once, each to a neighbour's size; sizes that really vary change again and
+  // again, or to a size no neighbour had (a sequence length, a routing never seen). Two changes,
+  // or one to a new size, make an ordinal varying.
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] != o.last[i] && o.changes[i] < 2 && ++o.changes[i] == 2) o.varies[i] = true;
+    if (sizes[i] != o.last[i] && o.changes[i] < 2) {
+      const bool shifted = (i > 0 && sizes[i] == o.last[i - 1]) ||
+                           (i + 1 < sizes.size() && sizes[i] == o.last[i + 1]);
+      o.changes[i] = shifted ? static_cast<std::uint8_t>(o.changes[i] + 1) : 2;
+      if (o.changes[i] == 2) o.varies[i] = true;
+    }
     o.largest[i] = std::max(o.largest[i], sizes[i]);
   }
   o.last = std::move(sizes);

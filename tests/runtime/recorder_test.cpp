@@ -1,0 +1,69 @@
+#include "src/recorder.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "planner/chunk_plan.h"
+
+namespace stalloc {
+namespace {
+
+// One iteration: each size allocated, then all freed.
+void record_iteration(Recorder& r, const std::vector<std::uint64_t>& sizes) {
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t s : sizes) ids.push_back(r.alloc(s, 0, 0, 0x1000));
+  for (std::size_t i = 0; i < ids.size(); ++i) r.free(ids[i], sizes[i], 0, 0, 0x1000);
+}
+
+std::vector<bool> varying_after(const std::vector<std::vector<std::uint64_t>>& iterations) {
+  Recorder r;
+  for (const auto& sizes : iterations) {
+    record_iteration(r, sizes);
+    r.next_iteration(false);
+  }
+  const std::vector<bool>* v = r.varying_ordinals(iterations.front().size());
+  return v == nullptr ? std::vector<bool>{} : *v;
+}
+
+// An extra tensor at the front and one fewer at the end shift every other size to its
+// neighbour's ordinal: a one-off, only the new tensor's ordinal varies.
+TEST(Recorder, AShiftedIterationMakesOnlyTheNewSizeVary) {
+  EXPECT_EQ(varying_after({{10, 20, 30, 40}, {5, 10, 20, 30}}),
+            (std::vector<bool>{true, false, false, false}));
+}
+
+// A size no neighbour had (a new sequence length) varies at once; a shift seen twice varies.
+TEST(Recorder, NewSizesVaryAtOnceShiftsWhenRepeated) {
+  EXPECT_EQ(varying_after({{10, 20, 30, 40}, {10, 21, 30, 41}}),
+            (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(varying_after({{1, 2, 2, 3}, {1, 1, 2, 3}}), (std::vector<bool>(4, false)));
+  EXPECT_EQ(varying_after({{1, 2, 2, 3}, {1, 1, 2, 3}, {1, 2, 2, 3}}),
+            (std::vector<bool>{false, true, false, false}));
+}
+
+// With varying_sizes:dynamic the varying ordinals are marked dynamic, and the signature leaves
+// their sizes out: two iterations that differ only there have one signature.
+TEST(Recorder, DynamicTraceMarksVaryingOrdinalsAndKeepsTheSignature) {
+  Recorder r;
+  record_iteration(r, {10, 20, 30});
+  r.next_iteration(false);
+  record_iteration(r, {10, 25, 30});
+  r.next_iteration(false);
+  record_iteration(r, {10, 27, 30});
+  const Trace a = r.iteration_trace(VaryingSizes::Dynamic);
+  r.next_iteration(false);
+  record_iteration(r, {10, 22, 30});
+  const Trace b = r.iteration_trace(VaryingSizes::Dynamic);
+  std::vector<bool> dynamic;
+  for (const Event& e : a.events) {
+    if (e.kind == EventKind::Alloc) dynamic.push_back(e.dynamic);
+  }
+  EXPECT_EQ(dynamic, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(signature_of(a, 2), signature_of(b, 3));
+  const Trace off = r.iteration_trace(VaryingSizes::Off);
+  EXPECT_NE(signature_of(off, 3), signature_of(b, 3));
+}
+
+}  // namespace
+}  // namespace stalloc
