@@ -11,6 +11,16 @@ namespace {
 
 using namespace testing_support;
 
+// Replays with data patterns checked; no pattern may break and no allocation fail.
+ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, trace, options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  return r;
+}
+
 // Iteration 3 has one request the plan lacks (an extra tensor) and lacks one it has (a
 // temporary): the extra is served dynamically, matching looks ahead past the missing one, and
 // every other request still gets its slot.
@@ -97,11 +107,7 @@ TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
   const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,varying_sizes:largest"), *driver);
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
+  const ReplayResult r = replay_verified(rt, trace);
   for (std::size_t i = 3; i < 8; ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
     EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
@@ -154,15 +160,6 @@ Trace varying_lengths_trace(int iterations, int extra_at = -1) {
   return b.trace();
 }
 
-ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
-  return r;
-}
-
 // With the default varying_sizes:dynamic, once the activations' ordinals have changed to sizes
 // no neighbour had they become Dynamic slots of one plan, packed on the chunks the plan leaves
 // idle: from then on no plan is made and every request is matched.
@@ -205,11 +202,7 @@ TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,plan_cache_size:1,varying_sizes:off"), *driver);
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
+  replay_verified(rt, trace);
   EXPECT_EQ(rt.stats().plans_installed, 1u);
   EXPECT_GE(rt.stats().plan_installs, 2u);
 }
@@ -250,11 +243,7 @@ TEST(RuntimeMatching, AliasPlanOverTheMappingLimitFallsBackToWindowed) {
   ASSERT_LT(windowed_peak, alias_mappings);  // the premise: windowed needs fewer
   auto driver = host_driver(0, alias_mappings - 1);
   Runtime rt(test_config("profile_iterations:1,windows:8"), *driver);
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
+  const ReplayResult r = replay_verified(rt, trace);
   RuntimeStats s = rt.stats();
   EXPECT_EQ(s.plan_failures, 1u);
   EXPECT_NE(s.last_plan_error.find("live mappings limit"), std::string::npos) << s.last_plan_error;
@@ -278,11 +267,7 @@ TEST(RuntimeMatching, AliasViewsAreSharedBetweenSlotsWithTheSameChunks) {
   const std::uint64_t installed_mappings = driver->counters().live_mappings;
   EXPECT_GT(installed_mappings, 0u);
   EXPECT_LT(installed_mappings, per_slot_mappings);
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
+  const ReplayResult r = replay_verified(rt, trace);
   for (std::uint32_t it = 1; it < 4; ++it) {
     EXPECT_EQ(r.iterations[it].matches, 16u * 6u) << it;
     EXPECT_EQ(r.iterations[it].vmm_calls, 0u) << it;
@@ -329,11 +314,7 @@ TEST(RuntimeMatching, VaryingSizesFitInSlotsPlannedAtTheLargest) {
   }
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,varying_sizes:largest"), *driver);
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, b.trace(), options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
+  const ReplayResult r = replay_verified(rt, b.trace());
   for (std::uint32_t it = 6; it < 10; ++it) {
     EXPECT_EQ(r.iterations[it].misses, 0u) << it;
     EXPECT_EQ(r.iterations[it].matches, allocations_per_iteration(2) + 1) << it;
