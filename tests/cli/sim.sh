@@ -80,4 +80,14 @@ expect_error "missing.trace" "$tmp/missing.trace"
 expect_error "unknown option 'max_split'" "$tmp/two.trace" --pytorch-conf max_split:100
 expect_error "expected default or real" --suite everything
 expect_error "expected a byte count" "$tmp/two.trace" --capacity lots
+expect_error "positive multiple of 512" "$tmp/two.trace" --granularity 1000
+
+# A larger chunk can only round the stalloc model's reservation up.
+"$bin" sim "$tmp/two.trace" --allocators stalloc --json > "$tmp/g2.json" 2> /dev/null
+"$bin" sim "$tmp/two.trace" --allocators stalloc --granularity 32MiB --json > "$tmp/g32.json" 2> /dev/null
+python3 - "$tmp/g2.json" "$tmp/g32.json" <<'PY' || fail "granularity had no effect"
+import json, sys
+small, large = (json.load(open(p))["results"][0]["peak_reserved_bytes"] for p in sys.argv[1:])
+assert large > small and large % (32 << 20) == 0, (small, large)
+PY
 echo "sim.sh: ok"
