@@ -4,11 +4,12 @@
 //
 // A lent chunk is occupied whole in the PlanPool for as long as it is lent, so a planned slot
 // that wants it finds it taken and is served dynamically: lending can cost matches, never
-// data. What may be lent depends on what the runtime is doing:
-//   - no plan is being followed (profiling, an unknown iteration, a plan dropped after a run of
-//     misses): any idle chunk;
-//   - a plan is being followed: only chunks it does not use again in this iteration (every slot
-//     naming them lies behind the matching cursor) and chunks past its pool size.
+// data. What may be lent is the runtime's choice (Runtime::serve_unplanned):
+//   - no plan is being followed (profiling, no plan installed yet), or a request the plan lacks
+//     has already made the runtime create a chunk in this iteration: any idle chunk;
+//   - a plan is being followed: the matched Dynamic slot's budget, chunks it does not use again
+//     in this iteration (every slot naming them lies behind the matching cursor) and chunks
+//     past its pool size.
 // A borrower keeps an emptied lent page mapped ("parked") for its next tensor rather than map
 // and unmap a chunk per tensor (MoE buffers, sequence-length-dependent activations come and go
 // every micro-batch). When a planned slot wants a parked chunk, reclaim() makes the borrower
@@ -47,9 +48,9 @@ class IdleChunkLender {
 
   // No plan is followed: any idle chunk.
   void lend_any();
-  // A plan of `plan_chunks` chunks is followed: `done` are its chunks no slot at or after the
-  // cursor uses; `budget` (a Dynamic slot's budget, idle over its lifetime) are tried first.
-  // Both stay valid until the next call.
+  // A plan of `plan_chunks` chunks is followed: `budget` (a Dynamic slot's budget, idle over
+  // its lifetime) first, then chunks past the plan's pool, then `done`, its chunks no slot at or
+  // after the cursor uses. Both spans stay valid until the next call.
   void lend_done(std::span<const std::uint32_t> budget, std::span<const std::uint32_t> done,
                  std::uint32_t plan_chunks);
   // Nothing may be lent.
