@@ -1,7 +1,8 @@
-// The runtime's physical chunks: every chunk it holds (plan pool, dynamic ranges, packed arenas) is
-// created here, so reserved memory and the capacity are accounted in one place. Chunks given
-// back by the dynamic path stay cached for reuse (cuMemCreate is slow) until empty_cache() or a
-// plan install trims them. A chunk remembers the streams that used it, for stream ordering.
+// The runtime's physical chunks: every chunk it holds (the plan pool, the packed arenas' own
+// pages) is created here, so reserved memory and the capacity are accounted in one place.
+// Chunks given back by the packed arenas stay cached for reuse (cuMemCreate is slow) until
+// empty_cache() or a plan install trims them. A chunk remembers the streams that used it, for
+// stream ordering.
 #pragma once
 
 #include <cstdint>
