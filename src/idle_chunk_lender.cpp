@@ -12,8 +12,6 @@ void IdleChunkLender::lend_done(std::span<const std::uint32_t> budget,
   plan_chunks_ = plan_chunks;
 }
 
-void IdleChunkLender::lend_none() { policy_ = Policy::None; }
-
 ChunkPiece IdleChunkLender::whole(std::uint32_t index) const {
   return ChunkPiece{index, 0, static_cast<std::uint32_t>(pool_.granularity())};
 }

@@ -53,8 +53,6 @@ class IdleChunkLender {
   // after the cursor uses. Both spans stay valid until the next call.
   void lend_done(std::span<const std::uint32_t> budget, std::span<const std::uint32_t> done,
                  std::uint32_t plan_chunks);
-  // Nothing may be lent.
-  void lend_none();
 
   std::optional<LentChunk> borrow();
   void give_back(std::uint32_t index, StreamMask used_by);

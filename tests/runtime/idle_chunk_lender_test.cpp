@@ -33,9 +33,6 @@ constexpr auto kWhole = static_cast<std::uint32_t>(kG);
 TEST(IdleChunkLender, LendsNothingUntilAllowed) {
   LenderFixture f(3);
   EXPECT_FALSE(f.lender.borrow().has_value());
-  f.lender.lend_any();
-  f.lender.lend_none();
-  EXPECT_FALSE(f.lender.borrow().has_value());
   EXPECT_EQ(f.pool.idle_count(), 3u);
 }
 
@@ -93,7 +90,18 @@ TEST(IdleChunkLender, FollowingAPlanLendsOnlyWhatItIsDoneWith) {
 class FakeBorrower final : public ChunkBorrower {
  public:
   explicit FakeBorrower(IdleChunkLender& lender) : lender_(lender) {}
-  void park(const LentChunk& c) { lender_.park(c.index, this, c.index); }
+  // Borrows `n` chunks (any idle ones) and parks them, each as the page of its index.
+  std::vector<LentChunk> borrow_and_park(std::size_t n) {
+    lender_.lend_any();
+    std::vector<LentChunk> out;
+    while (out.size() < n) {
+      auto c = lender_.borrow();
+      if (!c) break;
+      lender_.park(c->index, this, c->index);
+      out.push_back(*c);
+    }
+    return out;
+  }
   void detach(std::uint64_t page) override {
     detached.push_back(page);
     lender_.give_back(static_cast<std::uint32_t>(page), StreamSync::bit(1));
@@ -109,12 +117,10 @@ class FakeBorrower final : public ChunkBorrower {
 TEST(IdleChunkLender, ReclaimsParkedChunksOnlyWhenThatFreesTheSlot) {
   LenderFixture f(3);
   FakeBorrower borrower(f.lender);
-  f.lender.lend_any();
-  auto a = f.lender.borrow();
-  auto b = f.lender.borrow();
-  ASSERT_TRUE(a && b);
-  borrower.park(*a);
-  borrower.park(*b);
+  const std::vector<LentChunk> lent = borrower.borrow_and_park(2);
+  ASSERT_EQ(lent.size(), 2u);
+  const LentChunk* a = &lent[0];
+  const LentChunk* b = &lent[1];
   EXPECT_EQ(f.lender.parked(), 2u);
   ASSERT_TRUE(f.occupy(2, 0, 100));  // a live tenant on the third chunk
   const std::vector<ChunkPiece> blocked{{a->index, 0, kWhole}, {2, 50, 60}};
@@ -135,12 +141,9 @@ TEST(IdleChunkLender, TakesParkedChunksOnlyAsThePolicyAllows) {
   LenderFixture f(2);
   FakeBorrower holder(f.lender);
   FakeBorrower asker(f.lender);
-  f.lender.lend_any();
-  auto a = f.lender.borrow();
-  auto b = f.lender.borrow();
-  ASSERT_TRUE(a && b);
-  holder.park(*a);
-  holder.park(*b);
+  const std::vector<LentChunk> lent = holder.borrow_and_park(2);
+  ASSERT_EQ(lent.size(), 2u);
+  const LentChunk* b = &lent[1];
   const std::vector<std::uint32_t> none;
   const std::vector<std::uint32_t> done{b->index};
   f.lender.lend_done(none, none, 2);
