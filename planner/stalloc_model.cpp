@@ -259,7 +259,9 @@ class StallocModel final : public AllocatorModel {
       const PlannedSlot& s = cached.plan.slots[i];
       cached.slot_at[s.ordinal] = static_cast<std::int64_t>(i);
       cached.range_offset.push_back(cached.region_bytes);
-      cached.region_bytes += std::max<std::uint64_t>(s.chunks.size(), 1) * g_;
+      // A Dynamic slot's range is mapped on its budget.
+      const std::size_t backing = s.kind == SlotKind::Dynamic ? s.budget_chunks.size() : s.chunks.size();
+      cached.region_bytes += std::max<std::uint64_t>(backing, 1) * g_;
     }
     plans_.push_back(std::move(cached));
   }
@@ -331,6 +333,7 @@ class StallocModel final : public AllocatorModel {
         const PlannedSlot& slot = cached.plan.slots[i];
         const bool stream_ok = variant_ == Variant::Paper || slot.stream == e.stream;
         if (slot.kind == SlotKind::Dynamic && stream_ok) {
+          if (variant_ != Variant::Paper && from_budget_view(cached, i, held)) return true;
           if (from_budget(slot, held)) return true;
         } else if (slot.size == e.size && stream_ok) {
           if (from_slot(cached, i, held)) return true;
@@ -344,11 +347,26 @@ class StallocModel final : public AllocatorModel {
 
   bool from_slot(const CachedPlan& cached, std::size_t index, Held& held) {
     const PlannedSlot& slot = cached.plan.slots[index];
+    return from_range(cached, index, slot.chunks, slot.size, held);
+  }
+
+  // As the runtime: a Dynamic tensor takes the first bytes of the range mapped on its slot's
+  // budget, when they are free.
+  bool from_budget_view(const CachedPlan& cached, std::size_t index, Held& held) {
+    const PlannedSlot& slot = cached.plan.slots[index];
+    if (held.size == 0 || held.size > slot.budget_chunks.size() * g_) return false;
+    return from_range(cached, index, slot.budget_chunks, held.size, held);
+  }
+
+  // Bytes [offset, offset + size) of the slot's range backed by `chunks`, if no tenant has any.
+  bool from_range(const CachedPlan& cached, std::size_t index,
+                  const std::vector<std::uint32_t>& chunks, std::uint64_t size, Held& held) {
+    const std::uint64_t offset = cached.plan.slots[index].offset;
     std::vector<ChunkBytes> bytes;
-    for (std::size_t j = 0; j < slot.chunks.size(); ++j) {
-      const std::uint64_t lo = std::max(slot.offset, j * g_);
-      const std::uint64_t hi = std::min(slot.offset + slot.size, (j + 1) * g_);
-      ChunkBytes b{slot.chunks[j], lo - j * g_, hi - j * g_};
+    for (std::size_t j = 0; j * g_ < offset + size; ++j) {
+      const std::uint64_t lo = std::max(offset, j * g_);
+      const std::uint64_t hi = std::min(offset + size, (j + 1) * g_);
+      ChunkBytes b{chunks[j], lo - j * g_, hi - j * g_};
       if (lent_[b.chunk]) return false;
       for (const auto& [olo, ohi] : occupied_[b.chunk]) {
         if (olo < b.hi && b.lo < ohi) return false;
@@ -358,7 +376,7 @@ class StallocModel final : public AllocatorModel {
     for (const ChunkBytes& b : bytes) occupied_[b.chunk].emplace_back(b.lo, b.hi);
     held.source = Source::Planned;
     held.bytes = std::move(bytes);
-    held.address = region_base_ + cached.range_offset[index] + slot.offset;
+    held.address = region_base_ + cached.range_offset[index] + offset;
     return true;
   }
 

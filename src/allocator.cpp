@@ -165,12 +165,13 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   cursor_ = k + 1;
   const PlannedSlot& planned = active_->plan().slots[k];
   active_->advance_to(planned.start);
-  if (planned.kind == SlotKind::Dynamic) {
+  SlotState& slot = active_->slot(k);
+  if (planned.kind == SlotKind::Dynamic && (slot.live || !active_->fit_dynamic(k, size))) {
+    // Longer than the budget its range is mapped on: packed on that budget instead.
     ++stats_.matches;
     *budget = planned.budget_chunks;
     return 0;
   }
-  SlotState& slot = active_->slot(k);
   StreamMask sync_with = 0;
   // A chunk lent to a packed arena and parked there comes back at once when the slot wants it.
   if (slot.live || (!pool_.try_occupy(slot.pieces, &sync_with) &&
@@ -567,9 +568,13 @@ std::string Runtime::snapshot_pickle() const {
       const std::uint32_t stream = plan->plan().slots[view.slots.front()].stream;
       seg.stream = stream < sync_.streams() ? sync_.handle_of(stream) : 0;
       for (std::uint32_t k : view.slots) {
-        if (!plan->slot(k).live) continue;
-        seg.blocks.push_back(
-            {plan->address(k), plan->plan().slots[k].size, plan->slot(k).tenant_size, true});
+        const SlotState& slot = plan->slot(k);
+        if (!slot.live) continue;
+        // A Dynamic slot's tensor takes as much of its view as it asked for.
+        const PlannedSlot& planned = plan->plan().slots[k];
+        const std::uint64_t bytes =
+            planned.kind == SlotKind::Dynamic ? slot.tenant_size : planned.size;
+        seg.blocks.push_back({plan->address(k), bytes, slot.tenant_size, true});
       }
       segments.push_back(std::move(seg));
     }

@@ -21,17 +21,33 @@ std::string check_plan(const ChunkPlan& plan, std::uint64_t granularity) {
     if (i > 0 && s.ordinal <= plan.slots[i - 1].ordinal) {
       return where + "ordinal " + std::to_string(s.ordinal) + " out of order";
     }
-    if (s.kind == SlotKind::Dynamic) continue;
+    for (const auto* chunks : {&s.chunks, &s.budget_chunks}) {
+      for (std::uint32_t c : *chunks) {
+        if (c >= plan.num_chunks) return where + "chunk " + std::to_string(c) + " outside the pool";
+      }
+    }
+    if (s.kind == SlotKind::Dynamic) {
+      if (!s.chunks.empty()) return where + "a dynamic slot with planned chunks";
+      continue;
+    }
     if (s.offset >= granularity) return where + "offset not below the granularity";
     if (s.size == 0) return where + "size 0";
     if (s.chunks.size() != (s.offset + s.size + granularity - 1) / granularity) {
       return where + "chunk count does not cover offset + size";
     }
-    for (std::uint32_t c : s.chunks) {
-      if (c >= plan.num_chunks) return where + "chunk " + std::to_string(c) + " outside the pool";
-    }
   }
   return {};
+}
+
+// The pieces of bytes [offset, offset + size) of a range backed by `chunks`.
+void append_pieces(std::span<const std::uint32_t> chunks, std::uint64_t offset,
+                   std::uint64_t size, std::uint64_t g, std::vector<ChunkPiece>* out) {
+  for (std::uint64_t j = offset / g; j * g < offset + size; ++j) {
+    const std::uint64_t page_lo = j * g;
+    const std::uint64_t lo = std::max(offset, page_lo) - page_lo;
+    const std::uint64_t hi = std::min(offset + size, page_lo + g) - page_lo;
+    out->push_back({chunks[j], static_cast<std::uint32_t>(lo), static_cast<std::uint32_t>(hi)});
+  }
 }
 
 }  // namespace
@@ -66,14 +82,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   p->varies_.assign(cp.slots.size(), false);
   for (std::size_t i = 0; i < cp.slots.size(); ++i) {
     const PlannedSlot& s = cp.slots[i];
-    if (s.kind == SlotKind::Dynamic) continue;
-    for (std::size_t j = 0; j < s.chunks.size(); ++j) {
-      const std::uint64_t page_lo = j * g;
-      const std::uint64_t lo = std::max(s.offset, page_lo) - page_lo;
-      const std::uint64_t hi = std::min(s.offset + s.size, page_lo + g) - page_lo;
-      p->slots_[i].pieces.push_back(
-          {s.chunks[j], static_cast<std::uint32_t>(lo), static_cast<std::uint32_t>(hi)});
-    }
+    if (!s.chunks.empty()) append_pieces(s.chunks, s.offset, s.size, g, &p->slots_[i].pieces);
   }
   p->order_chunks_by_last_use();
   const std::uint64_t pages = p->lay_out_views();
@@ -113,10 +122,10 @@ std::uint64_t InstalledPlan::lay_out_views() {
   };
   std::vector<std::uint32_t> order;
   for (std::size_t i = 0; i < plan_.slots.size(); ++i) {
-    if (plan_.slots[i].kind != SlotKind::Dynamic) order.push_back(static_cast<std::uint32_t>(i));
+    if (!range_chunks(i).empty()) order.push_back(static_cast<std::uint32_t>(i));
   }
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return plan_.slots[a].chunks.size() > plan_.slots[b].chunks.size();
+    return range_chunks(a).size() > range_chunks(b).size();
   });
   // Views by the chunks they hold: chunk -> (view, page in the view). Only the first few
   // candidates are tried; past them a slot gets a view of its own.
@@ -126,18 +135,19 @@ std::uint64_t InstalledPlan::lay_out_views() {
   std::uint64_t pages = 0;
   for (std::uint32_t i : order) {
     const PlannedSlot& slot = plan_.slots[i];
+    const std::vector<std::uint32_t>& chunks = range_chunks(i);
     const std::uint32_t first = window_of(slot.start);
     const std::uint32_t last = window_of(std::max(slot.end, slot.start + 1) - 1);
     std::uint32_t view = UINT32_MAX;
     std::uint32_t at = 0;
-    const auto& candidates = holding[slot.chunks.front()];
+    const auto& candidates = holding[chunks.front()];
     for (std::size_t c = 0; c < std::min(candidates.size(), kCandidates); ++c) {
       const auto [v, page] = candidates[c];
       const View& held = views_[v];
       // Windowed: sharing must not stretch a view's windows over a gap.
       if (windowed && (first > held.last_window + 1 || held.first_window > last + 1)) continue;
-      if (page + slot.chunks.size() <= held.chunks.size() &&
-          std::equal(slot.chunks.begin(), slot.chunks.end(), held.chunks.begin() + page)) {
+      if (page + chunks.size() <= held.chunks.size() &&
+          std::equal(chunks.begin(), chunks.end(), held.chunks.begin() + page)) {
         view = v;
         at = page;
         break;
@@ -147,12 +157,12 @@ std::uint64_t InstalledPlan::lay_out_views() {
       view = static_cast<std::uint32_t>(views_.size());
       View fresh;
       fresh.first_page = pages;
-      fresh.chunks = slot.chunks;
+      fresh.chunks = chunks;
       views_.push_back(std::move(fresh));
-      for (std::size_t j = 0; j < slot.chunks.size(); ++j) {
-        holding[slot.chunks[j]].emplace_back(view, static_cast<std::uint32_t>(j));
+      for (std::size_t j = 0; j < chunks.size(); ++j) {
+        holding[chunks[j]].emplace_back(view, static_cast<std::uint32_t>(j));
       }
-      pages += slot.chunks.size();
+      pages += chunks.size();
       page_view_.resize(pages, view);
     }
     View& v = views_[view];
@@ -245,6 +255,20 @@ void InstalledPlan::unmap_view(View& v) {
   live_mappings_ -= v.mapped;
   v.mapped = 0;
   v.used_by = 0;
+}
+
+bool InstalledPlan::fit_dynamic(std::size_t index, std::uint64_t size) {
+  const std::uint32_t o = slot_view_[index];
+  if (o == UINT32_MAX) return false;
+  const View& v = views_[o];
+  const std::uint64_t page = (slots_[index].range - base_) / granularity_ - v.first_page;
+  const std::uint64_t offset = plan_.slots[index].offset;
+  if (size == 0 || offset + size > (v.chunks.size() - page) * granularity_) return false;
+  std::vector<ChunkPiece>& pieces = slots_[index].pieces;
+  pieces.clear();
+  append_pieces(std::span<const std::uint32_t>(v.chunks).subspan(page), offset, size,
+                granularity_, &pieces);
+  return true;
 }
 
 void InstalledPlan::set_varying(const std::vector<bool>& by_ordinal) {

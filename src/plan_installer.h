@@ -14,8 +14,11 @@
 // share an address only if they share bytes, which the plan makes them do at different times,
 // so the free path finds a tenant by its address among the live ones.
 //
-// Slots of kind Dynamic get no view: they are served by the dynamic arena, on their budget
-// chunks where those are idle.
+// A Dynamic slot's view is its budget (chunks the plan leaves idle over its lifetime, enough for
+// twice the largest size seen), mapped like any other: whatever size its tensor has in this
+// iteration, it takes the first bytes of that view, with no VMM call, when the pool finds
+// them free (the budgets of Dynamic slots live at once may overlap; fit_dynamic sets the
+// pieces of each tenant, and the occupancy check settles who gets them).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +35,7 @@
 namespace stalloc {
 
 struct SlotState {
-  vmm::DevicePtr range = 0;        // where the slot's first chunk is mapped (0 for a Dynamic slot)
+  vmm::DevicePtr range = 0;        // where the slot's first chunk is mapped (0 without a view)
   std::vector<ChunkPiece> pieces;  // the bytes it occupies in the pool, chunk by chunk
   bool live = false;
   std::uint64_t tenant_id = 0;     // the live tenant's request id (recorder)
@@ -80,6 +83,10 @@ class InstalledPlan {
   // Makes sure a slot about to be handed out is mapped. False when the driver refused.
   bool ensure_mapped(std::size_t index);
 
+  // A Dynamic slot is about to take a tensor of `size` bytes: sets its pieces to the bytes that
+  // tensor covers in its view. False when the view is too short for it.
+  bool fit_dynamic(std::size_t index, std::uint64_t size);
+
   // Slots whose size varies between iterations: a smaller request fits in them.
   void set_varying(const std::vector<bool>& by_ordinal);
   bool varies(std::size_t index) const { return varies_[index]; }
@@ -117,7 +124,12 @@ class InstalledPlan {
   };
 
   InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool, StreamSync& sync);
-  // Gives every static slot a view; returns the reservation's pages.
+  // What backs a slot's range: its planned chunks, or a Dynamic slot's budget.
+  const std::vector<std::uint32_t>& range_chunks(std::size_t index) const {
+    const PlannedSlot& s = plan_.slots[index];
+    return s.kind == SlotKind::Dynamic ? s.budget_chunks : s.chunks;
+  }
+  // Gives every slot with chunks a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
   void order_chunks_by_last_use();
   bool map_view(View& v);
@@ -134,7 +146,7 @@ class InstalledPlan {
   vmm::DevicePtr base_ = 0;
   std::uint64_t bytes_ = 0;
   std::vector<SlotState> slots_;
-  std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for Dynamic slots
+  std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for a slot without chunks
   std::vector<bool> varies_;
   std::vector<View> views_;
   // Chunks by the last slot that uses them, ascending; last_use_sorted_ holds those slots.

@@ -300,6 +300,82 @@ TEST(RuntimeMatching, VaryingSizesBecomeDynamicSlots) {
   EXPECT_EQ(without.misses, 1u);
 }
 
+// A Dynamic slot's tensor takes the first bytes of the view mapped on its budget at install,
+// whatever its size: once the plan with the Dynamic slot is followed, a routed tensor of a size
+// never seen before (made and freed before the activations, whose chunks are its budget) is
+// matched, lives in no packed arena, keeps its data, and costs no VMM call.
+TEST(RuntimeMatching, DynamicTensorsTakeTheViewOnTheirBudget) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const vmm::StreamHandle stream = 0;
+  const std::size_t act_size = 2 * kG + 4096;
+  for (int i = 0; i < 9; ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    const RuntimeStats before = rt.stats();
+    // A size no earlier iteration had, below twice the first: within every budget.
+    const std::size_t routed_size = kG + static_cast<std::size_t>(i) * (kG / 8) + 100;
+    auto* routed = static_cast<unsigned char*>(rt.malloc(routed_size, 0, stream));
+    ASSERT_NE(routed, nullptr);
+    std::memset(routed, 0xA0 + i, routed_size);
+    void* expert = rt.malloc(kG, 0, stream);
+    ASSERT_NE(expert, nullptr);
+    std::memset(expert, 0x33, kG);
+    if (i >= 5) {
+      EXPECT_EQ(rt.stats().packed_bytes, 0u);  // the routed tensor is in the plan's view
+      EXPECT_EQ(rt.stats().matches - before.matches, 2u);
+    }
+    for (std::size_t k = 0; k < routed_size; k += 4093) {
+      ASSERT_EQ(routed[k], static_cast<unsigned char>(0xA0 + i)) << "byte " << k;
+    }
+    rt.free(expert, kG, 0, stream);
+    rt.free(routed, routed_size, 0, stream);
+    void* act = rt.malloc(act_size, 0, stream);
+    void* grad = rt.malloc(act_size, 0, stream);
+    ASSERT_NE(act, nullptr);
+    ASSERT_NE(grad, nullptr);
+    std::memset(act, 0x11, act_size);
+    std::memset(grad, 0x22, act_size);
+    rt.free(grad, act_size, 0, stream);
+    rt.free(act, act_size, 0, stream);
+    rt.step();
+    rt.wait_for_planning();
+    if (i >= 6) {
+      EXPECT_EQ(rt.stats().vmm_calls(), before.vmm_calls());
+      EXPECT_EQ(rt.stats().conflicts, before.conflicts);
+      EXPECT_EQ(rt.stats().misses, before.misses);
+    }
+  }
+}
+
+// Several Dynamic tensors live at once and their budgets overlap (the planner spreads them over
+// the idle chunks, but there are too few): whichever finds its view's bytes taken is served from
+// a packed arena. No byte is shared, and every request is still matched to its slot.
+TEST(RuntimeMatching, DynamicTensorsWithOverlappingBudgetsNeverShareBytes) {
+  TraceBuilder b;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<std::uint64_t> routed;
+    for (int e = 0; e < 4; ++e) {
+      const std::uint64_t tokens = static_cast<std::uint64_t>((i * 5 + e * 3) % 7);
+      routed.push_back(b.alloc(kG / 2 + tokens * (kG / 3) + 512 * static_cast<std::uint64_t>(e)));
+    }
+    add_training_iteration(b, 2 * kG + 4096, 2);
+    for (std::uint64_t r : routed) b.free(r);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const ReplayResult r = replay_verified(rt, b.trace());
+  std::uint64_t overlapping = 0;
+  for (std::size_t i = 6; i < r.iterations.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].matches + r.iterations[i].conflicts,
+              allocations_per_iteration(2) + 4);
+    overlapping += r.iterations[i].conflicts;
+  }
+  EXPECT_GT(overlapping, 0u);  // the budgets did overlap
+}
+
 // Routed sizes that come and go within a range: with varying_sizes:largest the slot is planned
 // at the largest size seen, and once every size has been seen, every iteration fits the plan
 // with no miss, no re-planning and no VMM call; allocated bytes count what was asked for.
