@@ -176,6 +176,7 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   // A chunk lent to a packed arena and parked there comes back at once when the slot wants it.
   if (slot.live || (!pool_.try_occupy(slot.pieces, &sync_with) &&
                     !(lender_.reclaim(slot.pieces) && pool_.try_occupy(slot.pieces, &sync_with)))) {
+    lender_.want(slot.pieces);
     ++stats_.conflicts;
     ++misses_in_iteration_;
     return 0;
@@ -337,6 +338,7 @@ void Runtime::end_iteration() {
     if (fully_matched) {
       key = key_of(active_->plan().signature);
     } else {
+      recorder_.compare_sizes();
       Trace trace = recorder_.iteration_trace(config_.varying_sizes);
       trace.device = driver_.device();
       key = key_of(signature_of(trace, iteration));

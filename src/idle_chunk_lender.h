@@ -63,6 +63,10 @@ class IdleChunkLender {
   void unpark(std::uint32_t index);
   // When the pieces are free but for parked chunks, detaches those; true when any came back.
   bool reclaim(std::span<const ChunkPiece> pieces);
+  // A planned slot found these pieces taken: their lent chunks are not parked again once
+  // emptied, but given back, so that the next iteration finds them free.
+  void want(std::span<const ChunkPiece> pieces);
+  bool wanted(std::uint32_t index) const { return index < wanted_.size() && wanted_[index]; }
   // Nothing idle may be lent: moves a parked chunk the policy allows to `asker` instead of
   // letting it create one (never one of its own pages first..last, which it is about to use).
   std::optional<LentChunk> take_parked(const ChunkBorrower* asker, std::uint64_t first,
@@ -92,6 +96,8 @@ class IdleChunkLender {
     std::uint64_t page = 0;
   };
   std::vector<Parked> parked_;  // by pool chunk
+  std::vector<bool> lent_by_chunk_;
+  std::vector<bool> wanted_;    // lent chunks a slot found taken, until they come back
   std::uint64_t parked_count_ = 0;
 };
 

@@ -251,6 +251,7 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     if (page.lent != kOwnChunk) {
       page.parked = true;
       lender_->park(page.lent, this, i);
+      if (lender_->wanted(page.lent)) detach(i);
       continue;
     }
     page.idle = true;

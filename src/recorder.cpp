@@ -89,7 +89,7 @@ Trace Recorder::iteration_trace(VaryingSizes policy) const {
   return t;
 }
 
-void Recorder::remember_sizes() {
+void Recorder::compare_sizes() {
   std::vector<std::uint64_t> sizes;
   for (const Event& e : current_) {
     if (e.kind == EventKind::Alloc) sizes.push_back(e.size);
@@ -128,7 +128,7 @@ const std::vector<bool>* Recorder::varying_ordinals(std::size_t allocations) con
 }
 
 void Recorder::next_iteration(bool keep) {
-  remember_sizes();
+  compare_sizes();
   if (keep) {
     retained_.insert(retained_.end(), current_.begin(), current_.end());
     retained_addresses_.insert(retained_addresses_.end(), current_addresses_.begin(),

@@ -28,9 +28,14 @@ class Recorder {
   std::uint32_t iteration() const { return iteration_; }
   std::size_t current_requests() const { return current_.size(); }
 
+  // Compares the current iteration's sizes with those of the earlier iterations that made as
+  // many allocations, ordinal by ordinal, so that iteration_trace sees what changed in this
+  // iteration too. next_iteration does it as well; comparing an iteration again finds nothing
+  // new (its sizes are then the last ones seen).
+  void compare_sizes();
   // The current iteration as a well-formed trace, for the planner; frees of tensors allocated
-  // before it are left out. Compared with the finished iterations that made as many
-  // allocations: Largest plans every allocation at a varying ordinal (see varying_ordinals) at
+  // before it are left out. Compared with the iterations that made as many allocations (the
+  // current one included once compare_sizes was called): Largest plans every allocation at a varying ordinal (see varying_ordinals) at
   // the largest size that ordinal had; Dynamic marks the allocations at varying ordinals
   // dynamic (the planner makes them Dynamic slots, and the signature leaves their sizes out).
   Trace iteration_trace(VaryingSizes policy) const;
@@ -51,7 +56,6 @@ class Recorder {
 
  private:
   void push(const Event& e, vmm::DevicePtr address);
-  void remember_sizes();
 
   static constexpr std::size_t kLargestKept = 64;
 

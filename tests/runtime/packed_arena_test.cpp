@@ -321,6 +321,31 @@ TEST(PackedArena, PagesBorrowIdlePoolChunksAndParkThem) {
   EXPECT_EQ(f.lender.lent(), 0u);
 }
 
+// A planned slot that found a lent chunk taken wants it: once its page is empty it goes back to
+// the pool instead of staying parked, with the streams that used it; other pages still park.
+TEST(PackedArena, AWantedLentChunkIsGivenBackWhenItsPageEmpties) {
+  LendingFixture f(2);
+  f.lender.lend_any();
+  std::string why;
+  vmm::DevicePtr p = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  fill(p, 2 * kG, 0x42);
+  EXPECT_EQ(f.arena.lent_pages(), 2u);
+  const ChunkPiece wanted{1, 0, static_cast<std::uint32_t>(kG / 2)};
+  StreamMask sync_with = 0;
+  EXPECT_FALSE(f.pool.try_occupy(std::span<const ChunkPiece>(&wanted, 1), &sync_with));
+  f.lender.want(std::span<const ChunkPiece>(&wanted, 1));
+  EXPECT_TRUE(f.lender.wanted(1));
+  EXPECT_FALSE(f.lender.wanted(0));
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(1)));
+  EXPECT_EQ(f.lender.parked(), 1u);  // chunk 0
+  EXPECT_EQ(f.arena.lent_pages(), 1u);
+  EXPECT_FALSE(f.lender.wanted(1));
+  ASSERT_TRUE(f.pool.try_occupy(std::span<const ChunkPiece>(&wanted, 1), &sync_with));
+  // The slot's tensor waits for the streams that used the page.
+  EXPECT_EQ(sync_with, StreamSync::bit(0) | StreamSync::bit(1));
+}
+
 // A chunk the arena already holds (the physical-memory cache) comes before a pool chunk.
 TEST(PackedArena, CachedChunksComeBeforeLentOnes) {
   LendingFixture f(2);

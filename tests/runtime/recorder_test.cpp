@@ -65,5 +65,42 @@ TEST(Recorder, DynamicTraceMarksVaryingOrdinalsAndKeepsTheSignature) {
   EXPECT_NE(signature_of(off, 3), signature_of(b, 3));
 }
 
+std::vector<bool> dynamic_of(const Trace& t) {
+  std::vector<bool> out;
+  for (const Event& e : t.events) {
+    if (e.kind == EventKind::Alloc) out.push_back(e.dynamic);
+  }
+  return out;
+}
+
+// The iteration being planned counts too once its sizes were compared: the second iteration
+// with as many allocations already has its changed ordinal marked dynamic.
+TEST(Recorder, ComparingTheCurrentIterationMarksItsOwnChanges) {
+  Recorder r;
+  record_iteration(r, {10, 20, 30});
+  r.next_iteration(false);
+  record_iteration(r, {10, 25, 30});
+  EXPECT_EQ(dynamic_of(r.iteration_trace(VaryingSizes::Dynamic)), (std::vector<bool>(3, false)));
+  r.compare_sizes();
+  EXPECT_EQ(dynamic_of(r.iteration_trace(VaryingSizes::Dynamic)),
+            (std::vector<bool>{false, true, false}));
+}
+
+// Comparing again, as next_iteration does, counts an iteration once: a shift to a neighbour's
+// size (one change) does not become two.
+TEST(Recorder, AnIterationIsComparedOnce) {
+  Recorder r;
+  record_iteration(r, {10, 20, 30});
+  r.next_iteration(false);
+  record_iteration(r, {10, 30, 30});
+  r.compare_sizes();
+  r.compare_sizes();
+  EXPECT_EQ(dynamic_of(r.iteration_trace(VaryingSizes::Dynamic)), (std::vector<bool>(3, false)));
+  r.next_iteration(false);
+  const std::vector<bool>* varying = r.varying_ordinals(3);
+  ASSERT_NE(varying, nullptr);
+  EXPECT_EQ(*varying, (std::vector<bool>(3, false)));
+}
+
 }  // namespace
 }  // namespace stalloc

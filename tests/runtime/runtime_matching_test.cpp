@@ -169,32 +169,38 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
   const ReplayResult r = replay_verified(rt, varying_lengths_trace(10));
   ASSERT_EQ(r.iterations.size(), 10u);
   // Iteration 2 is the first with as many allocations as iteration 1 (iteration 0 also made the
-  // weight), and its activations changed to new sizes: the plan made at the end of iteration 3
-  // has Dynamic slots.
-  for (std::size_t i = 4; i < r.iterations.size(); ++i) {
+  // weight). Iteration 3's activations changed to new sizes: the plan made at its end, compared
+  // with iteration 2, has Dynamic slots.
+  for (std::size_t i = 3; i < r.iterations.size(); ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
     EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
     EXPECT_EQ(r.iterations[i].misses, 0u);
     EXPECT_EQ(r.iterations[i].conflicts, 0u);
     EXPECT_EQ(r.iterations[i].plans_installed, 0u);
   }
-  EXPECT_EQ(rt.stats().plans_installed, 3u);
+  EXPECT_EQ(rt.stats().plans_installed, 2u);
 }
 
 // After the Dynamic plan, one iteration makes an extra request and gets an exact plan of its
 // own, which the next iteration is predicted to follow; the first request that does not fit it
-// switches to the plan whose Dynamic slot there takes any size.
+// switches to the plan whose Dynamic slot there takes any size. The extra request and the
+// switch leave packed pages on chunks the Dynamic plan wants: its slots conflict with them for
+// an iteration or two, and the chunks they found taken go back to the pool once emptied
+// instead of staying parked, so the iterations after are matched in full.
 TEST(RuntimeMatching, SwitchesToThePlanWhoseDynamicSlotFits) {
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1"), *driver);
-  const ReplayResult r = replay_verified(rt, varying_lengths_trace(11, 7));
-  ASSERT_EQ(r.iterations.size(), 11u);
+  const ReplayResult r = replay_verified(rt, varying_lengths_trace(13, 7));
+  ASSERT_EQ(r.iterations.size(), 13u);
   EXPECT_EQ(r.iterations[7].misses, 1u);
   EXPECT_EQ(r.iterations[7].plans_installed, 1u);  // its own, at its end
   for (std::size_t i = 8; i < r.iterations.size(); ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
-    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
     EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].matches + r.iterations[i].conflicts, allocations_per_iteration(3));
+    if (i >= 10) {
+      EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
+    }
   }
 }
 
@@ -347,33 +353,50 @@ TEST(RuntimeMatching, DynamicTensorsTakeTheViewOnTheirBudget) {
   }
 }
 
-// Several Dynamic tensors live at once and their budgets overlap (the planner spreads them over
-// the idle chunks, but there are too few): whichever finds its view's bytes taken is served from
-// a packed arena. No byte is shared, and every request is still matched to its slot.
+// Two Dynamic slots live at once on the same budget chunks (the plan left too few idle): the
+// first tensor takes the first bytes of the shared chunks, the second finds them taken, is a
+// conflict and is packed elsewhere. Neither overwrites the other; once the first is freed, the
+// next tensor of its slot gets the view again.
 TEST(RuntimeMatching, DynamicTensorsWithOverlappingBudgetsNeverShareBytes) {
-  TraceBuilder b;
-  for (int i = 0; i < 10; ++i) {
-    std::vector<std::uint64_t> routed;
-    for (int e = 0; e < 4; ++e) {
-      const std::uint64_t tokens = static_cast<std::uint64_t>((i * 5 + e * 3) % 7);
-      routed.push_back(b.alloc(kG / 2 + tokens * (kG / 3) + 512 * static_cast<std::uint64_t>(e)));
-    }
-    add_training_iteration(b, 2 * kG + 4096, 2);
-    for (std::uint64_t r : routed) b.free(r);
-    b.next_iteration();
-  }
+  ChunkPlan plan;
+  plan.granularity = kG;
+  plan.num_chunks = 2;
+  plan.signature = {1, 2, 4};
+  auto dynamic_slot = [](std::uint64_t ordinal, std::uint64_t start, std::uint64_t end) {
+    PlannedSlot s;
+    s.ordinal = ordinal;
+    s.size = kG;
+    s.start = start;
+    s.end = end;
+    s.kind = SlotKind::Dynamic;
+    s.budget_chunks = {0, 1};
+    return s;
+  };
+  plan.slots = {dynamic_slot(0, 0, 3), dynamic_slot(1, 1, 2)};
   auto driver = host_driver();
-  Runtime rt(test_config("profile_iterations:1"), *driver);
-  const ReplayResult r = replay_verified(rt, b.trace());
-  std::uint64_t overlapping = 0;
-  for (std::size_t i = 6; i < r.iterations.size(); ++i) {
+  Runtime rt(test_config("profile_iterations:100"), *driver);
+  rt.add_plan(std::move(plan));
+  const vmm::StreamHandle stream = 0;
+  const std::size_t first_size = kG + kG / 2;
+  const std::size_t second_size = kG / 2;
+  for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
-    EXPECT_EQ(r.iterations[i].misses, 0u);
-    EXPECT_EQ(r.iterations[i].matches + r.iterations[i].conflicts,
-              allocations_per_iteration(2) + 4);
-    overlapping += r.iterations[i].conflicts;
+    const RuntimeStats before = rt.stats();
+    auto* first = static_cast<unsigned char*>(rt.malloc(first_size, 0, stream));
+    auto* second = static_cast<unsigned char*>(rt.malloc(second_size, 0, stream));
+    ASSERT_NE(first, nullptr);
+    ASSERT_NE(second, nullptr);
+    EXPECT_EQ(rt.stats().matches - before.matches, 1u);
+    EXPECT_EQ(rt.stats().conflicts - before.conflicts, 1u);
+    EXPECT_EQ(rt.stats().packed_bytes, second_size);
+    std::memset(first, 0x5A, first_size);
+    std::memset(second, 0xC3, second_size);
+    for (std::size_t k = 0; k < first_size; k += 997) ASSERT_EQ(first[k], 0x5A) << k;
+    for (std::size_t k = 0; k < second_size; k += 997) ASSERT_EQ(second[k], 0xC3) << k;
+    rt.free(second, second_size, 0, stream);
+    rt.free(first, first_size, 0, stream);
+    rt.step();
   }
-  EXPECT_GT(overlapping, 0u);  // the budgets did overlap
 }
 
 // Routed sizes that come and go within a range: with varying_sizes:largest the slot is planned
