@@ -15,7 +15,10 @@
 // every micro-batch). When a planned slot wants a parked chunk, reclaim() makes the borrower
 // detach it at once: the chunk returns with the streams that used it, so the slot's tensor is
 // ordered after their work on the GPU (an event wait, never a host wait), and the borrower
-// unmaps its page later, once that work is done.
+// unmaps its page later, once that work is done. When a slot finds a lent chunk still holding
+// a tensor, want() marks it and its borrower gives it back as soon as the page empties rather
+// than parking it: otherwise the borrower would reuse it for the very tensor the slot could not
+// take, and the conflict would come back every iteration.
 #pragma once
 
 #include <cstdint>
