@@ -258,16 +258,16 @@ void InstalledPlan::unmap_view(View& v) {
 }
 
 bool InstalledPlan::fit_dynamic(std::size_t index, std::uint64_t size) {
-  const std::uint32_t o = slot_view_[index];
-  if (o == UINT32_MAX) return false;
-  const View& v = views_[o];
-  const std::uint64_t page = (slots_[index].range - base_) / granularity_ - v.first_page;
+  // Its own budget only: a view it shares may go on past it, onto chunks the plan does not
+  // leave idle over its lifetime.
+  const std::vector<std::uint32_t>& budget = range_chunks(index);
   const std::uint64_t offset = plan_.slots[index].offset;
-  if (size == 0 || offset + size > (v.chunks.size() - page) * granularity_) return false;
+  if (slot_view_[index] == UINT32_MAX || size == 0 || offset + size > budget.size() * granularity_) {
+    return false;
+  }
   std::vector<ChunkPiece>& pieces = slots_[index].pieces;
   pieces.clear();
-  append_pieces(std::span<const std::uint32_t>(v.chunks).subspan(page), offset, size,
-                granularity_, &pieces);
+  append_pieces(budget, offset, size, granularity_, &pieces);
   return true;
 }
 

@@ -399,6 +399,46 @@ TEST(RuntimeMatching, DynamicTensorsWithOverlappingBudgetsNeverShareBytes) {
   }
 }
 
+// A Dynamic slot whose budget is the start of another slot's chunks shares that slot's view,
+// but grows only over its own budget: a tensor longer than the budget is packed elsewhere
+// rather than take the next chunk of the shared view, which the plan does not leave idle.
+TEST(RuntimeMatching, ADynamicTensorGrowsOnlyOverItsOwnBudget) {
+  ChunkPlan plan;
+  plan.granularity = kG;
+  plan.num_chunks = 2;
+  plan.signature = {1, 2, 4};
+  PlannedSlot whole;
+  whole.ordinal = 0;
+  whole.size = 2 * kG;
+  whole.start = 0;
+  whole.end = 1;
+  whole.chunks = {0, 1};
+  PlannedSlot routed;
+  routed.ordinal = 1;
+  routed.size = kG / 2;
+  routed.start = 2;
+  routed.end = 3;
+  routed.kind = SlotKind::Dynamic;
+  routed.budget_chunks = {0};
+  plan.slots = {whole, routed};
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:100"), *driver);
+  rt.add_plan(std::move(plan));
+  const vmm::StreamHandle stream = 0;
+  for (const std::size_t size : {kG / 2, kG + kG / 2}) {
+    SCOPED_TRACE("routed size " + std::to_string(size));
+    void* w = rt.malloc(2 * kG, 0, stream);
+    ASSERT_NE(w, nullptr);
+    rt.free(w, 2 * kG, 0, stream);
+    auto* r = static_cast<unsigned char*>(rt.malloc(size, 0, stream));
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(rt.stats().packed_bytes, size > kG ? size : 0u);
+    std::memset(r, 0x77, size);
+    rt.free(r, size, 0, stream);
+    rt.step();
+  }
+}
+
 // Routed sizes that come and go within a range: with varying_sizes:largest the slot is planned
 // at the largest size seen, and once every size has been seen, every iteration fits the plan
 // with no miss, no re-planning and no VMM call; allocated bytes count what was asked for.
