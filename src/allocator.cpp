@@ -166,16 +166,29 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   const PlannedSlot& planned = active_->plan().slots[k];
   active_->advance_to(planned.start);
   SlotState& slot = active_->slot(k);
-  if (planned.kind == SlotKind::Dynamic && (slot.live || !active_->fit_dynamic(k, size))) {
-    // Longer than the budget its range is mapped on: packed on that budget instead.
-    ++stats_.matches;
-    *budget = planned.budget_chunks;
-    return 0;
-  }
   StreamMask sync_with = 0;
+  bool occupied = false;
+  if (planned.kind == SlotKind::Dynamic && !slot.live) {
+    const std::uint64_t starts = active_->dynamic_starts(k, size);
+    if (starts == 0) {
+      // Longer than the budget its range is mapped on: packed on that budget instead.
+      ++stats_.matches;
+      *budget = planned.budget_chunks;
+      return 0;
+    }
+    // The first start whose bytes are free (another Dynamic tensor may hold the first pages
+    // of an overlapping budget); else the first, if parked chunks are all that is in the way.
+    for (std::uint64_t start = 0; start < starts && !occupied; ++start) {
+      active_->fit_dynamic(k, size, start);
+      occupied = pool_.try_occupy(slot.pieces, &sync_with);
+    }
+    if (!occupied) active_->fit_dynamic(k, size, 0);
+  } else if (!slot.live) {
+    occupied = pool_.try_occupy(slot.pieces, &sync_with);
+  }
   // A chunk lent to a packed arena and parked there comes back at once when the slot wants it.
-  if (slot.live || (!pool_.try_occupy(slot.pieces, &sync_with) &&
-                    !(lender_.reclaim(slot.pieces) && pool_.try_occupy(slot.pieces, &sync_with)))) {
+  if (!occupied && (slot.live || !(lender_.reclaim(slot.pieces) &&
+                                   pool_.try_occupy(slot.pieces, &sync_with)))) {
     lender_.want(slot.pieces);
     ++stats_.conflicts;
     ++misses_in_iteration_;

@@ -257,18 +257,21 @@ void InstalledPlan::unmap_view(View& v) {
   v.used_by = 0;
 }
 
-bool InstalledPlan::fit_dynamic(std::size_t index, std::uint64_t size) {
+std::uint64_t InstalledPlan::dynamic_starts(std::size_t index, std::uint64_t size) const {
   // Its own budget only: a view it shares may go on past it, onto chunks the plan does not
   // leave idle over its lifetime.
-  const std::vector<std::uint32_t>& budget = range_chunks(index);
-  const std::uint64_t offset = plan_.slots[index].offset;
-  if (slot_view_[index] == UINT32_MAX || size == 0 || offset + size > budget.size() * granularity_) {
-    return false;
-  }
-  std::vector<ChunkPiece>& pieces = slots_[index].pieces;
-  pieces.clear();
-  append_pieces(budget, offset, size, granularity_, &pieces);
-  return true;
+  const std::uint64_t pages = range_chunks(index).size();
+  const std::uint64_t needed = (plan_.slots[index].offset + size + granularity_ - 1) / granularity_;
+  if (slot_view_[index] == UINT32_MAX || size == 0 || needed > pages) return 0;
+  return pages - needed + 1;
+}
+
+void InstalledPlan::fit_dynamic(std::size_t index, std::uint64_t size, std::uint64_t start) {
+  SlotState& slot = slots_[index];
+  slot.shift = start * granularity_;
+  slot.pieces.clear();
+  append_pieces(range_chunks(index), plan_.slots[index].offset + slot.shift, size, granularity_,
+                &slot.pieces);
 }
 
 void InstalledPlan::set_varying(const std::vector<bool>& by_ordinal) {

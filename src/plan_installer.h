@@ -16,9 +16,9 @@
 //
 // A Dynamic slot's view is its budget (chunks the plan leaves idle over its lifetime, enough for
 // twice the largest size seen), mapped like any other: whatever size its tensor has in this
-// iteration, it takes the first bytes of that view, with no VMM call, when the pool finds
-// them free (the budgets of Dynamic slots live at once may overlap; fit_dynamic sets the
-// pieces of each tenant, and the occupancy check settles who gets them).
+// iteration, it takes bytes of that view, with no VMM call, from the first page at which the
+// pool finds them free (the budgets of Dynamic slots live at once may overlap; fit_dynamic sets
+// the pieces of each tenant, and the occupancy check settles who gets them).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,7 @@ struct SlotState {
   std::uint64_t tenant_id = 0;     // the live tenant's request id (recorder)
   std::uint64_t tenant_size = 0;   // its requested size (at most the slot's)
   std::uint32_t tenant_stream = 0;
+  std::uint64_t shift = 0;         // a Dynamic slot's tenant starts this many pages' bytes in
   StreamMask used_by = 0;          // streams of the live tenant (record_stream adds to it)
 };
 
@@ -60,7 +61,7 @@ class InstalledPlan {
   SlotState& slot(std::size_t index) { return slots_[index]; }
   const SlotState& slot(std::size_t index) const { return slots_[index]; }
   vmm::DevicePtr address(std::size_t index) const {
-    return slots_[index].range + plan_.slots[index].offset;
+    return slots_[index].range + plan_.slots[index].offset + slots_[index].shift;
   }
 
   bool contains(vmm::DevicePtr p) const { return p - base_ < bytes_; }
@@ -83,9 +84,12 @@ class InstalledPlan {
   // Makes sure a slot about to be handed out is mapped. False when the driver refused.
   bool ensure_mapped(std::size_t index);
 
-  // A Dynamic slot is about to take a tensor of `size` bytes: sets its pieces to the bytes that
-  // tensor covers in its view. False when the view is too short for it.
-  bool fit_dynamic(std::size_t index, std::uint64_t size);
+  // Where a tensor of `size` bytes may start in a Dynamic slot's view: at its first page or any
+  // later one that leaves the tensor inside the slot's budget; 0 when none does.
+  std::uint64_t dynamic_starts(std::size_t index, std::uint64_t size) const;
+  // A Dynamic slot is about to take a tensor of `size` bytes starting `start` pages in (below
+  // dynamic_starts): sets its pieces to the bytes the tensor covers.
+  void fit_dynamic(std::size_t index, std::uint64_t size, std::uint64_t start);
 
   // Slots whose size varies between iterations: a smaller request fits in them.
   void set_varying(const std::vector<bool>& by_ordinal);

@@ -399,6 +399,48 @@ TEST(RuntimeMatching, DynamicTensorsWithOverlappingBudgetsNeverShareBytes) {
   }
 }
 
+// When a tensor's first pages are held by another Dynamic slot's tensor on an overlapping
+// budget, it starts at the first later page of its own view that is free: both are matched, in
+// the plan's views, at different pages.
+TEST(RuntimeMatching, ADynamicTensorStartsPastPagesAnotherHolds) {
+  ChunkPlan plan;
+  plan.granularity = kG;
+  plan.num_chunks = 2;
+  plan.signature = {1, 2, 4};
+  auto dynamic_slot = [](std::uint64_t ordinal, std::uint64_t start, std::uint64_t end) {
+    PlannedSlot s;
+    s.ordinal = ordinal;
+    s.size = kG / 2;
+    s.start = start;
+    s.end = end;
+    s.kind = SlotKind::Dynamic;
+    s.budget_chunks = {0, 1};
+    return s;
+  };
+  plan.slots = {dynamic_slot(0, 0, 3), dynamic_slot(1, 1, 2)};
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:100"), *driver);
+  rt.add_plan(std::move(plan));
+  const vmm::StreamHandle stream = 0;
+  const std::size_t size = kG / 2;
+  const auto calls = rt.stats().vmm_calls();
+  auto* first = static_cast<unsigned char*>(rt.malloc(size, 0, stream));
+  auto* second = static_cast<unsigned char*>(rt.malloc(size, 0, stream));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(rt.stats().matches, 2u);
+  EXPECT_EQ(rt.stats().conflicts, 0u);
+  EXPECT_EQ(rt.stats().packed_bytes, 0u);
+  EXPECT_EQ(rt.stats().vmm_calls(), calls);
+  std::memset(first, 0x5A, size);
+  std::memset(second, 0xC3, size);
+  for (std::size_t k = 0; k < size; k += 997) ASSERT_EQ(first[k], 0x5A) << k;
+  rt.free(second, size, 0, stream);
+  rt.free(first, size, 0, stream);
+  EXPECT_EQ(rt.stats().allocated_bytes, 0u);
+  EXPECT_EQ(rt.stats().invalid_frees, 0u);
+}
+
 // A Dynamic slot whose budget is the start of another slot's chunks shares that slot's view,
 // but grows only over its own budget: a tensor longer than the budget is packed elsewhere
 // rather than take the next chunk of the shared view, which the plan does not leave idle.
