@@ -129,6 +129,7 @@ class Runtime {
   Recorder recorder_;
   PeriodDetector detector_;
   std::unordered_map<vmm::DevicePtr, Unplanned> unplanned_;
+  std::uint64_t arena_idle_bytes_;  // emptied own pages each packed arena keeps mapped
   std::vector<std::thread::id> threads_;
 
   // The iteration being served.

@@ -261,6 +261,11 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
   while (idle_pages_ > max_idle_pages_) retire_oldest_idle();
 }
 
+void PackedArena::set_idle_bytes(std::uint64_t idle_bytes) {
+  max_idle_pages_ = idle_bytes / granularity_;
+  while (idle_pages_ > max_idle_pages_) retire_oldest_idle();
+}
+
 void PackedArena::retire_oldest_idle() {
   while (!idle_.empty()) {
     const Pending p = idle_.front();

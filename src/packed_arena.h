@@ -67,6 +67,8 @@ class PackedArena final : private ChunkBorrower {
   // Retires every idle or parked page (a plan install, empty_cache, memory pressure); returns
   // how many.
   std::uint64_t release_idle();
+  // Emptied own pages kept mapped from now on; the oldest beyond it are retired.
+  void set_idle_bytes(std::uint64_t idle_bytes);
 
   std::uint64_t live_bytes() const { return live_bytes_; }
   std::uint64_t mapped_pages() const { return mapped_pages_; }

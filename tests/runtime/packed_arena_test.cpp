@@ -123,6 +123,24 @@ TEST(PackedArena, RecentlyEmptiedPagesStayMappedForReuse) {
   EXPECT_EQ(f.memory.cached_bytes(), 3 * kG);
 }
 
+// The number of emptied pages kept can change: raised, more stay mapped; lowered, the oldest
+// beyond it are retired at once and unmapped once their events complete.
+TEST(PackedArena, IdleLimitCanBeRaisedAndLowered) {
+  ArenaFixture f(0, 1);
+  std::string why;
+  f.arena.set_idle_bytes(3 * kG);
+  vmm::DevicePtr a = f.arena.allocate(3 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  EXPECT_TRUE(f.arena.free(a, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 3u);
+  const auto unmaps = f.driver.counters().unmaps;
+  f.arena.set_idle_bytes(kG);
+  f.arena.poll();
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);
+  EXPECT_EQ(f.driver.counters().unmaps, unmaps + 2);
+  EXPECT_EQ(f.memory.cached_bytes(), 2 * kG);
+}
+
 // While the GPU may still use a freed page, the page keeps its chunk; taking it again calls the
 // unmap off, and it goes only once its events complete.
 TEST(PackedArena, PageInFlightIsKeptUntilItsEventsComplete) {
