@@ -5,8 +5,9 @@
 // planned in the background (planner/chunk_plan.h) and the plan is installed at the next
 // boundary; iterations with a plan are served from it: each request is matched to the next
 // planned slot (ordinal, size, stream), with a look-ahead to resynchronise after a request the
-// plan does not have. Anything unmatched, and requests matched to a Dynamic slot (sizes that
-// vary), is packed into its stream's packed arenas (packed_arena.h), small and large requests
+// plan does not have. A request matched to a Dynamic slot (sizes that vary) takes bytes of the
+// view mapped on the slot's budget when they are free. Anything unmatched, or that does not fit
+// there, is packed into its stream's packed arenas (packed_arena.h), small and large requests
 // apart so that small short-lived tensors do not pin the pages of large ones. Their pages borrow
 // the plan pool's idle chunks before creating any (idle_chunk_lender.h): memory grows beside
 // the pool only when the iteration needs more than the pool holds idle.

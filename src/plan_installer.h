@@ -39,7 +39,7 @@ struct SlotState {
   std::vector<ChunkPiece> pieces;  // the bytes it occupies in the pool, chunk by chunk
   bool live = false;
   std::uint64_t tenant_id = 0;     // the live tenant's request id (recorder)
-  std::uint64_t tenant_size = 0;   // its requested size (at most the slot's)
+  std::uint64_t tenant_size = 0;   // its requested size (at most the slot's, but in a Dynamic one)
   std::uint32_t tenant_stream = 0;
   std::uint64_t shift = 0;         // a Dynamic slot's tenant starts this many pages' bytes in
   StreamMask used_by = 0;          // streams of the live tenant (record_stream adds to it)
