@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 #include <unordered_map>
 
 #include "src/trace_replayer.h"
@@ -353,29 +354,34 @@ TEST(RuntimeMatching, DynamicTensorsTakeTheViewOnTheirBudget) {
   }
 }
 
+// A hand-made plan: Dynamic slot 0 lives over [0, 3), slot 1 inside it over [1, 2), both
+// planned at `size` with the same budget, chunks 0 and 1.
+ChunkPlan two_dynamic_slots_on_one_budget(std::uint64_t size) {
+  ChunkPlan plan;
+  plan.granularity = kG;
+  plan.num_chunks = 2;
+  plan.signature = {1, 2, 4};
+  for (const auto& [ordinal, start, end] : {std::tuple{0, 0, 3}, std::tuple{1, 1, 2}}) {
+    PlannedSlot s;
+    s.ordinal = static_cast<std::uint64_t>(ordinal);
+    s.size = size;
+    s.start = static_cast<std::uint64_t>(start);
+    s.end = static_cast<std::uint64_t>(end);
+    s.kind = SlotKind::Dynamic;
+    s.budget_chunks = {0, 1};
+    plan.slots.push_back(s);
+  }
+  return plan;
+}
+
 // Two Dynamic slots live at once on the same budget chunks (the plan left too few idle): the
 // first tensor takes the first bytes of the shared chunks, the second finds them taken, is a
 // conflict and is packed elsewhere. Neither overwrites the other; once the first is freed, the
 // next tensor of its slot gets the view again.
 TEST(RuntimeMatching, DynamicTensorsWithOverlappingBudgetsNeverShareBytes) {
-  ChunkPlan plan;
-  plan.granularity = kG;
-  plan.num_chunks = 2;
-  plan.signature = {1, 2, 4};
-  auto dynamic_slot = [](std::uint64_t ordinal, std::uint64_t start, std::uint64_t end) {
-    PlannedSlot s;
-    s.ordinal = ordinal;
-    s.size = kG;
-    s.start = start;
-    s.end = end;
-    s.kind = SlotKind::Dynamic;
-    s.budget_chunks = {0, 1};
-    return s;
-  };
-  plan.slots = {dynamic_slot(0, 0, 3), dynamic_slot(1, 1, 2)};
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:100"), *driver);
-  rt.add_plan(std::move(plan));
+  rt.add_plan(two_dynamic_slots_on_one_budget(kG));
   const vmm::StreamHandle stream = 0;
   const std::size_t first_size = kG + kG / 2;
   const std::size_t second_size = kG / 2;
@@ -403,24 +409,9 @@ TEST(RuntimeMatching, DynamicTensorsWithOverlappingBudgetsNeverShareBytes) {
 // budget, it starts at the first later page of its own view that is free: both are matched, in
 // the plan's views, at different pages.
 TEST(RuntimeMatching, ADynamicTensorStartsPastPagesAnotherHolds) {
-  ChunkPlan plan;
-  plan.granularity = kG;
-  plan.num_chunks = 2;
-  plan.signature = {1, 2, 4};
-  auto dynamic_slot = [](std::uint64_t ordinal, std::uint64_t start, std::uint64_t end) {
-    PlannedSlot s;
-    s.ordinal = ordinal;
-    s.size = kG / 2;
-    s.start = start;
-    s.end = end;
-    s.kind = SlotKind::Dynamic;
-    s.budget_chunks = {0, 1};
-    return s;
-  };
-  plan.slots = {dynamic_slot(0, 0, 3), dynamic_slot(1, 1, 2)};
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:100"), *driver);
-  rt.add_plan(std::move(plan));
+  rt.add_plan(two_dynamic_slots_on_one_budget(kG / 2));
   const vmm::StreamHandle stream = 0;
   const std::size_t size = kG / 2;
   const auto calls = rt.stats().vmm_calls();
