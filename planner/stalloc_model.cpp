@@ -347,23 +347,30 @@ class StallocModel final : public AllocatorModel {
 
   bool from_slot(const CachedPlan& cached, std::size_t index, Held& held) {
     const PlannedSlot& slot = cached.plan.slots[index];
-    return from_range(cached, index, slot.chunks, slot.size, held);
+    return from_range(cached, index, slot.chunks, slot.offset, slot.size, held);
   }
 
-  // As the runtime: a Dynamic tensor takes the first bytes of the range mapped on its slot's
-  // budget, when they are free.
+  // As the runtime: a Dynamic tensor takes bytes of the range mapped on its slot's budget, from
+  // the first page at which they are free.
   bool from_budget_view(const CachedPlan& cached, std::size_t index, Held& held) {
     const PlannedSlot& slot = cached.plan.slots[index];
-    if (held.size == 0 || held.size > slot.budget_chunks.size() * g_) return false;
-    return from_range(cached, index, slot.budget_chunks, held.size, held);
+    const std::uint64_t pages = slot.budget_chunks.size();
+    const std::uint64_t needed = ceil_div(slot.offset + held.size, g_);
+    if (held.size == 0 || needed > pages) return false;
+    for (std::uint64_t start = 0; start + needed <= pages; ++start) {
+      if (from_range(cached, index, slot.budget_chunks, slot.offset + start * g_, held.size, held)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // Bytes [offset, offset + size) of the slot's range backed by `chunks`, if no tenant has any.
   bool from_range(const CachedPlan& cached, std::size_t index,
-                  const std::vector<std::uint32_t>& chunks, std::uint64_t size, Held& held) {
-    const std::uint64_t offset = cached.plan.slots[index].offset;
+                  const std::vector<std::uint32_t>& chunks, std::uint64_t offset,
+                  std::uint64_t size, Held& held) {
     std::vector<ChunkBytes> bytes;
-    for (std::size_t j = 0; j * g_ < offset + size; ++j) {
+    for (std::size_t j = offset / g_; j * g_ < offset + size; ++j) {
       const std::uint64_t lo = std::max(offset, j * g_);
       const std::uint64_t hi = std::min(offset + size, (j + 1) * g_);
       ChunkBytes b{chunks[j], lo - j * g_, hi - j * g_};
