@@ -45,6 +45,7 @@ constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
 // while profiling, 256 MiB raised gpt2-1024-mbs128-r's peak by 2%, so it is not kept then).
 constexpr std::uint64_t kIdleBytes = std::uint64_t{32} << 20;
 constexpr std::uint64_t kDynamicIdleBytes = std::uint64_t{256} << 20;
+constexpr std::size_t kTransitionsKept = 1024;
 
 }  // namespace
 
@@ -374,12 +375,15 @@ void Runtime::end_iteration() {
       }
     }
     if (have_last_key_) {
-      auto it = std::find_if(transitions_.begin(), transitions_.end(),
-                             [&](const auto& t) { return t.first == last_key_; });
-      if (it == transitions_.end()) {
-        transitions_.emplace_back(last_key_, key);
+      auto it = std::find_if(transitions_.begin(), transitions_.end(), [&](const Transition& t) {
+        return t.from == last_key_ && t.to == key;
+      });
+      if (it != transitions_.end()) {
+        ++it->count;
       } else {
-        it->second = key;
+        // Bounded: a run whose signatures never repeat starts over rather than growing.
+        if (transitions_.size() >= kTransitionsKept) transitions_.clear();
+        transitions_.push_back({last_key_, key, 1});
       }
     }
     last_key_ = key;
@@ -511,9 +515,14 @@ void Runtime::install_finished() {
 void Runtime::choose_plan() {
   active_ = nullptr;
   if (have_last_key_) {
-    auto it = std::find_if(transitions_.begin(), transitions_.end(),
-                           [&](const auto& t) { return t.first == last_key_; });
-    if (it != transitions_.end()) active_ = cache_.find(it->second);
+    std::uint64_t best = 0;
+    for (const Transition& t : transitions_) {
+      if (t.from != last_key_ || t.count <= best) continue;
+      if (InstalledPlan* plan = cache_.find(t.to)) {
+        active_ = plan;
+        best = t.count;
+      }
+    }
     if (active_ == nullptr) active_ = cache_.find(last_key_);
   }
   if (active_ == nullptr) active_ = cache_.most_recent();

@@ -144,7 +144,15 @@ class Runtime {
   bool explicit_steps_ = false;
   bool have_last_key_ = false;
   SignatureKey last_key_;
-  std::vector<std::pair<SignatureKey, SignatureKey>> transitions_;  // signature -> the next one
+  // How often each signature followed another: the next iteration is predicted to be the most
+  // frequent successor of the last one, so that a one-off iteration (an extra tensor, another
+  // structure) is not taken for the new pattern.
+  struct Transition {
+    SignatureKey from;
+    SignatureKey to;
+    std::uint64_t count = 0;
+  };
+  std::vector<Transition> transitions_;
   std::uint64_t stamp_ = 0;
 
   RuntimeStats stats_;

@@ -102,6 +102,31 @@ TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
   }
 }
 
+// The next iteration is predicted to be the most frequent successor of the last one, not the
+// latest: iterations of signature B (an extra tensor at the end, past the look-ahead that could
+// switch plans) are interrupted once by A; the B after that A is followed by B again, and
+// predicting A there (what followed B last time) would miss the extra tensor.
+TEST(RuntimeMatching, AOneOffIterationDoesNotRedirectThePrediction) {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int i = 0; i < 9; ++i) {
+    add_training_iteration(b, 2 * kG + 4096, 8);
+    if (i != 4) b.free(b.alloc(5 * kG + 512));  // B's extra tensor; iteration 4 is an A
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:off"), *driver);
+  const ReplayResult r = replay_verified(rt, b.trace());
+  ASSERT_EQ(r.iterations.size(), 9u);
+  ASSERT_GT(allocations_per_iteration(8), 16u);  // the extra tensor is past the look-ahead
+  EXPECT_EQ(r.iterations[4].plans_installed, 1u);  // A's own plan
+  for (std::size_t i = 6; i < 9; ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(8) + 1);
+  }
+}
+
 // The same alternation with varying_sizes:largest: one plan, at the larger sequence's sizes,
 // serves both from iteration 3 on; the shorter one's tensors fit in its slots.
 TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
