@@ -50,8 +50,8 @@ std::optional<LentChunk> IdleChunkLender::take(std::uint32_t index) {
   StreamMask sync_with = 0;
   if (!pool_.try_occupy(std::span<const ChunkPiece>(&piece, 1), &sync_with)) return std::nullopt;
   ++lent_;
-  if (lent_by_chunk_.size() <= index) lent_by_chunk_.resize(pool_.size());
-  lent_by_chunk_[index] = true;
+  // A mark left from before it was lent is stale: no slot has found it lent yet.
+  if (index < wanted_.size()) wanted_[index] = false;
   return LentChunk{Chunk{pool_.handle(index), sync_with}, index};
 }
 
@@ -105,7 +105,6 @@ bool IdleChunkLender::reclaim(std::span<const ChunkPiece> pieces) {
 
 void IdleChunkLender::want(std::span<const ChunkPiece> pieces) {
   for (const ChunkPiece& p : pieces) {
-    if (p.chunk >= lent_by_chunk_.size() || !lent_by_chunk_[p.chunk]) continue;
     if (wanted_.size() <= p.chunk) wanted_.resize(pool_.size());
     wanted_[p.chunk] = true;
   }
@@ -113,7 +112,6 @@ void IdleChunkLender::want(std::span<const ChunkPiece> pieces) {
 
 void IdleChunkLender::give_back(std::uint32_t index, StreamMask used_by) {
   unpark(index);
-  lent_by_chunk_[index] = false;
   if (index < wanted_.size()) wanted_[index] = false;
   const ChunkPiece piece = whole(index);
   pool_.vacate(std::span<const ChunkPiece>(&piece, 1), used_by);

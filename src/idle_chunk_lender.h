@@ -69,6 +69,7 @@ class IdleChunkLender {
   // A planned slot found these pieces taken: their lent chunks are not parked again once
   // emptied, but given back, so that the next iteration finds them free.
   void want(std::span<const ChunkPiece> pieces);
+  // Asked of lent chunks only.
   bool wanted(std::uint32_t index) const { return index < wanted_.size() && wanted_[index]; }
   // Nothing idle may be lent: moves a parked chunk the policy allows to `asker` instead of
   // letting it create one (never one of its own pages first..last, which it is about to use).
@@ -99,8 +100,8 @@ class IdleChunkLender {
     std::uint64_t page = 0;
   };
   std::vector<Parked> parked_;  // by pool chunk
-  std::vector<bool> lent_by_chunk_;
-  std::vector<bool> wanted_;    // lent chunks a slot found taken, until they come back
+  // Chunks a slot found taken; only a lent one's mark counts, from then until it comes back.
+  std::vector<bool> wanted_;
   std::uint64_t parked_count_ = 0;
 };
 
