@@ -100,6 +100,8 @@ class Runtime {
   std::size_t match(const InstalledPlan& plan, std::uint64_t size, std::uint32_t stream) const;
   void switch_plan(std::uint64_t size, std::uint32_t stream);
   void end_iteration();
+  // The iteration followed the active plan closely enough to count as its (kOffPlanShare).
+  bool served_by_active() const;
   void install_finished();
   void choose_plan();
   std::uint16_t thread_index();
@@ -137,7 +139,8 @@ class Runtime {
   InstalledPlan* active_ = nullptr;
   std::size_t cursor_ = 0;             // next slot expected
   std::uint64_t allocs_in_iteration_ = 0;
-  std::uint64_t misses_in_iteration_ = 0;
+  std::uint64_t misses_in_iteration_ = 0;       // requests no slot took
+  std::uint64_t slots_taken_in_iteration_ = 0;  // slots a request took (conflicts included)
   // This iteration outgrew what the followed plan leaves idle: any idle pool chunk may be lent.
   bool lend_any_ = false;
   std::uint64_t live_allocations_ = 0;

@@ -58,6 +58,9 @@ std::size_t allocations_in(const std::vector<Event>& events) {
 }  // namespace
 
 Trace Recorder::iteration_trace(VaryingSizes policy) const {
+  if (policy == VaryingSizes::Auto) {
+    return iteration_trace(sizes_vary_together() ? VaryingSizes::Largest : VaryingSizes::Dynamic);
+  }
   Trace t;
   t.meta["source"] = "stalloc-runtime";
   const OrdinalSizes* seen = nullptr;
@@ -91,14 +94,26 @@ Trace Recorder::iteration_trace(VaryingSizes policy) const {
 
 void Recorder::compare_sizes() {
   std::vector<std::uint64_t> sizes;
+  std::unordered_map<std::uint64_t, std::uint64_t> live;  // this iteration's tensors
+  std::uint64_t bytes = 0;
+  std::uint64_t peak = 0;
   for (const Event& e : current_) {
-    if (e.kind == EventKind::Alloc) sizes.push_back(e.size);
+    if (e.kind == EventKind::Alloc) {
+      sizes.push_back(e.size);
+      live.emplace(e.id, e.size);
+      bytes += e.size;
+      peak = std::max(peak, bytes);
+    } else if (auto it = live.find(e.id); it != live.end()) {
+      bytes -= it->second;
+      live.erase(it);
+    }
   }
   if (sizes.empty()) return;
   // Bounded: a run whose structure keeps changing starts over rather than growing.
   if (largest_.size() >= kLargestKept && largest_.count(sizes.size()) == 0) largest_.clear();
   auto [it, fresh] = largest_.try_emplace(sizes.size());
   OrdinalSizes& o = it->second;
+  o.peak = std::max(o.peak, peak);
   if (fresh) {
     o.largest = sizes;
     o.last = sizes;
@@ -120,6 +135,15 @@ void Recorder::compare_sizes() {
     o.largest[i] = std::max(o.largest[i], sizes[i]);
   }
   o.last = std::move(sizes);
+}
+
+bool Recorder::sizes_vary_together() const {
+  auto it = largest_.find(allocations_in(current_));
+  if (it == largest_.end()) return false;
+  const OrdinalSizes& o = it->second;
+  if (std::find(o.varies.begin(), o.varies.end(), true) == o.varies.end()) return false;
+  const std::uint64_t at_largest = lower_bound_bytes(iteration_trace(VaryingSizes::Largest));
+  return at_largest <= o.peak + o.peak / kTogetherSlack;
 }
 
 const std::vector<bool>* Recorder::varying_ordinals(std::size_t allocations) const {

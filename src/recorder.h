@@ -37,8 +37,15 @@ class Recorder {
   // before it are left out. Compared with the iterations that made as many allocations (the
   // current one included once compare_sizes was called): Largest plans every allocation at a varying ordinal (see varying_ordinals) at
   // the largest size that ordinal had; Dynamic marks the allocations at varying ordinals
-  // dynamic (the planner makes them Dynamic slots, and the signature leaves their sizes out).
+  // dynamic (the planner makes them Dynamic slots, and the signature leaves their sizes out);
+  // Auto is Largest where sizes_vary_together, else Dynamic.
   Trace iteration_trace(VaryingSizes policy) const;
+  // Whether the current allocation count's varying ordinals grow and shrink together, as every
+  // activation does with a sequence length: one plan at the largest sizes seen then holds no
+  // more at its peak than the largest iteration seen (within 1/kTogetherSlack). MoE expert
+  // buffers vary apart (the routing moves tokens between them): their largest sizes together
+  // exceed every iteration's peak.
+  bool sizes_vary_together() const;
   // Which ordinals of finished iterations with this many allocations changed size at least
   // twice; null when no such iteration finished.
   const std::vector<bool>* varying_ordinals(std::size_t allocations) const;
@@ -58,6 +65,7 @@ class Recorder {
   void push(const Event& e, vmm::DevicePtr address);
 
   static constexpr std::size_t kLargestKept = 64;
+  static constexpr std::uint64_t kTogetherSlack = 64;
 
   std::vector<Event> current_;
   struct OrdinalSizes {
@@ -65,6 +73,7 @@ class Recorder {
     std::vector<std::uint64_t> last;     // the sizes of the last such iteration
     std::vector<std::uint8_t> changes;   // how often the size changed (counted up to 2)
     std::vector<bool> varies;            // changed at least twice
+    std::uint64_t peak = 0;              // the largest peak of such an iteration's own tensors
   };
   // By the allocation count of the iterations they come from.
   std::unordered_map<std::size_t, OrdinalSizes> largest_;

@@ -82,8 +82,10 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
       c.varying_sizes = VaryingSizes::Dynamic;
     } else if (value == "largest") {
       c.varying_sizes = VaryingSizes::Largest;
+    } else if (value == "auto") {
+      c.varying_sizes = VaryingSizes::Auto;
     } else {
-      bad_value(key, value, "off, dynamic or largest");
+      bad_value(key, value, "off, dynamic, largest or auto");
     }
   } else if (key == "log") {
     if (value.empty()) bad_value(key, value, "a file path");
@@ -126,7 +128,8 @@ std::string format_runtime_config(const RuntimeConfig& c) {
       << ",varying_sizes:"
       << (c.varying_sizes == VaryingSizes::Off       ? "off"
           : c.varying_sizes == VaryingSizes::Dynamic ? "dynamic"
-                                                     : "largest");
+          : c.varying_sizes == VaryingSizes::Largest ? "largest"
+                                                     : "auto");
   if (!c.log.empty()) out << ",log:" << c.log;
   return out.str();
 }

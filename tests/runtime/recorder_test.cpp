@@ -65,6 +65,25 @@ TEST(Recorder, DynamicTraceMarksVaryingOrdinalsAndKeepsTheSignature) {
   EXPECT_NE(signature_of(off, 3), signature_of(b, 3));
 }
 
+// Sizes that grow and shrink together (one sequence length) are planned at their largest
+// under varying_sizes:auto: the largest sizes together hold no more than the longest iteration.
+// Sizes that trade bytes (two expert buffers whose sum is constant) are not: their largest
+// together exceed every iteration.
+TEST(Recorder, SizesVaryTogetherWhenTheirLargestFitTheLongestIteration) {
+  auto together_after = [](const std::vector<std::vector<std::uint64_t>>& iterations) {
+    Recorder r;
+    for (std::size_t i = 0; i < iterations.size(); ++i) {
+      if (i > 0) r.next_iteration(false);
+      record_iteration(r, iterations[i]);
+    }
+    r.compare_sizes();
+    return r.sizes_vary_together();
+  };
+  EXPECT_TRUE(together_after({{10, 100, 200}, {10, 150, 300}, {10, 120, 240}}));
+  EXPECT_FALSE(together_after({{10, 100, 200}, {10, 200, 100}, {10, 150, 150}}));
+  EXPECT_FALSE(together_after({{10, 100, 200}, {10, 100, 200}}));  // nothing varies
+}
+
 std::vector<bool> dynamic_of(const Trace& t) {
   std::vector<bool> out;
   for (const Event& e : t.events) {

@@ -45,6 +45,17 @@ TEST(RuntimeConfig, FormatRoundTrips) {
   EXPECT_EQ(again.windows, 3u);
 }
 
+TEST(RuntimeConfig, EveryVaryingSizesPolicyRoundTrips) {
+  for (const auto& [text, policy] :
+       {std::pair{"off", VaryingSizes::Off}, std::pair{"dynamic", VaryingSizes::Dynamic},
+        std::pair{"largest", VaryingSizes::Largest}, std::pair{"auto", VaryingSizes::Auto}}) {
+    SCOPED_TRACE(text);
+    RuntimeConfig c = parse_runtime_config(std::string("varying_sizes:") + text);
+    EXPECT_EQ(c.varying_sizes, policy);
+    EXPECT_EQ(parse_runtime_config(format_runtime_config(c)).varying_sizes, policy);
+  }
+}
+
 // Each bad string must name the offending key (or the item) in the message.
 struct BadConf {
   const char* text;

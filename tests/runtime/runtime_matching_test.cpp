@@ -230,6 +230,82 @@ TEST(RuntimeMatching, SwitchesToThePlanWhoseDynamicSlotFits) {
   }
 }
 
+// An iteration that follows its plan but for one request in a hundred (here an extra tensor)
+// counts as the plan's: no plan is made for it, and the iterations after it are served by the
+// same plan with no install and no VMM call. (SwitchesToThePlanWhoseDynamicSlotFits shows the
+// other side: on a plan of 11 slots one extra request is too many, and it gets a plan.)
+TEST(RuntimeMatching, AnIterationAlmostOnItsPlanIsNotPlannedAgain) {
+  const int layers = 40;
+  ASSERT_GE(allocations_per_iteration(layers), 100u);
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int i = 0; i < 7; ++i) {
+    if (i == 4) b.free(b.alloc(12345));
+    add_training_iteration(b, 2 * kG + 4096, layers);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const ReplayResult r = replay_verified(rt, b.trace());
+  ASSERT_EQ(r.iterations.size(), 7u);
+  EXPECT_EQ(r.iterations[4].misses, 1u);
+  EXPECT_EQ(r.iterations[4].matches, allocations_per_iteration(layers));
+  for (std::size_t i = 4; i < 7; ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
+    if (i > 4) {
+      EXPECT_EQ(r.iterations[i].misses, 0u);
+      EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(layers));
+      EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
+    }
+  }
+  EXPECT_EQ(rt.stats().plan_installs, 1u);
+}
+
+// varying_sizes:auto. Activations that all grow and shrink with the iteration's sequence length
+// are planned at their largest: once the longest iteration (7) has been planned, every shorter
+// one fits the slots, with no miss, no conflict, no install and no VMM call.
+TEST(RuntimeMatching, AutoPlansSizesThatVaryTogetherAtTheirLargest) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:auto"), *driver);
+  const ReplayResult r = replay_verified(rt, varying_lengths_trace(13));
+  ASSERT_EQ(r.iterations.size(), 13u);
+  for (std::size_t i = 9; i < r.iterations.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].conflicts, 0u);
+    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
+    EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
+  }
+}
+
+// varying_sizes:auto. Two routed buffers trade sizes (their sum is constant, as MoE experts'
+// loads are): planned at their largest together they would hold more than any iteration, so
+// they become Dynamic slots, and a buffer larger than any seen before is still matched. Planned
+// at their largest (varying_sizes:largest) it is a miss.
+TEST(RuntimeMatching, AutoKeepsSizesThatVaryApartDynamic) {
+  TraceBuilder b;
+  for (int i = 0; i < 8; ++i) {
+    const std::uint64_t first =
+        i == 7 ? 4 * kG + kG / 2 + 100 : kG * static_cast<std::uint64_t>(1 + i % 3) + 100;
+    const std::uint64_t second = 5 * kG + 200 - first;
+    const std::uint64_t a = b.alloc(first);
+    const std::uint64_t c = b.alloc(second);
+    add_training_iteration(b, 2 * kG + 4096, 2);
+    b.free(a);
+    b.free(c);
+    b.next_iteration();
+  }
+  auto last_iteration = [&](const std::string& policy) {
+    auto driver = host_driver();
+    Runtime rt(test_config("profile_iterations:1,varying_sizes:" + policy), *driver);
+    return replay_verified(rt, b.trace()).iterations.back();
+  };
+  EXPECT_EQ(last_iteration("auto").misses, 0u);
+  EXPECT_EQ(last_iteration("largest").misses, 1u);
+}
+
 TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   const Trace trace = alternating_lengths_trace();
   auto driver = host_driver();
