@@ -12,9 +12,10 @@
 namespace stalloc {
 namespace {
 
-std::unique_ptr<vmm::Driver> make_owned_driver(const RuntimeConfig& config) {
+std::unique_ptr<vmm::Driver> make_owned_driver(const RuntimeConfig& config, int device) {
   vmm::HostDriverOptions host;
   if (config.granularity != 0) host.granularity = config.granularity;
+  host.device = device;
   return vmm::make_driver(config.backend, host);
 }
 
@@ -56,8 +57,8 @@ constexpr std::uint64_t kOffPlanShare = 100;
 
 }  // namespace
 
-Runtime::Runtime(const RuntimeConfig& config)
-    : Runtime(config, make_owned_driver(config), nullptr) {}
+Runtime::Runtime(const RuntimeConfig& config, int device)
+    : Runtime(config, make_owned_driver(config, device), nullptr) {}
 
 Runtime::Runtime(const RuntimeConfig& config, vmm::Driver& driver)
     : Runtime(config, nullptr, &driver) {}

@@ -44,8 +44,8 @@ namespace stalloc {
 
 class Runtime {
  public:
-  // Makes its own driver from config.backend (throws vmm::DriverUnavailable).
-  explicit Runtime(const RuntimeConfig& config);
+  // Makes its own driver for `device` from config.backend (throws vmm::DriverUnavailable).
+  explicit Runtime(const RuntimeConfig& config, int device = 0);
   // Uses a driver the caller owns and keeps alive longer than the runtime.
   Runtime(const RuntimeConfig& config, vmm::Driver& driver);
   ~Runtime();

@@ -4,7 +4,10 @@
 // PyTorch gives the allocator no context pointer, so the runtimes live in process-wide state:
 // one Runtime per device, created on the first request for that device with the configuration
 // stalloc_configure stored. Functions with an error buffer return 0 on success and write a
-// message otherwise; nothing here throws across the C boundary.
+// message otherwise. Only stalloc_malloc throws: PyTorch does not check the pointer an allocator
+// returns (a nullptr would fail later as an illegal address in some kernel), so a failed
+// allocation raises, as PyTorch's own allocator does, and Python sees a RuntimeError saying why.
+// ctypes callers must not make it fail.
 #include <array>
 #include <cstddef>
 #include <cstdio>
@@ -12,6 +15,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 
@@ -51,7 +55,8 @@ const stalloc::RuntimeConfig& config_locked(Process& p) {
 }
 
 // The runtime of a device, created on first use; nullptr if it cannot be made (the reason goes to
-// stderr once, since PyTorch then raises its own out-of-memory error).
+// stderr once). PyTorch gets device pointers only: `auto` means the CUDA backend here, never the
+// host emulation, which only an explicit backend:host (tests without a GPU) selects.
 stalloc::Runtime* runtime_for(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   Process& p = process();
@@ -60,7 +65,8 @@ stalloc::Runtime* runtime_for(int device) {
   if (slot || p.failed[static_cast<std::size_t>(device)]) return slot.get();
   try {
     stalloc::RuntimeConfig config = config_locked(p);
-    slot = std::make_unique<stalloc::Runtime>(config);
+    if (config.backend == "auto") config.backend = "cuda";
+    slot = std::make_unique<stalloc::Runtime>(config, device);
   } catch (const std::exception& e) {
     p.failed[static_cast<std::size_t>(device)] = true;
     std::fprintf(stderr, "stalloc: cannot start the allocator for device %d: %s\n", device, e.what());
@@ -123,7 +129,15 @@ __attribute__((visibility("default"))) int stalloc_configure(const char* conf, c
 
 __attribute__((visibility("default"))) void* stalloc_malloc(std::size_t size, int device, void* stream) {
   stalloc::Runtime* r = runtime_for(device);
-  return r == nullptr ? nullptr : r->malloc(size, device, stream_handle(stream));
+  void* p = r == nullptr ? nullptr : r->malloc(size, device, stream_handle(stream));
+  if (p == nullptr && size > 0) {
+    throw std::runtime_error(
+        "stalloc: cannot allocate " + std::to_string(size) + " bytes on device " +
+        std::to_string(device) + ": " +
+        (r == nullptr ? std::string("the allocator did not start (the reason was printed above)")
+                      : "out of memory: " + r->stats().last_oom.reason));
+  }
+  return p;
 }
 
 __attribute__((visibility("default"))) void stalloc_free(void* ptr, std::size_t size, int device,

@@ -212,7 +212,13 @@ class CudaDriver final : public Driver {
   }
 
   Status reserve(DevicePtr* out, std::size_t size, std::size_t alignment) override {
-    if (out == nullptr) return Status::InvalidValue;
+    // The Driver contract (docs/vmm.md), which the host backend enforces too: CUDA itself
+    // accepts any multiple of the host page size here.
+    const bool aligned_alignment =
+        alignment == 0 || ((alignment & (alignment - 1)) == 0 && alignment % granularity_ == 0);
+    if (out == nullptr || size == 0 || size % granularity_ != 0 || !aligned_alignment) {
+      return Status::InvalidValue;
+    }
     make_current();
     CUdeviceptr ptr = 0;
     const Status s = to_status(api_.mem_address_reserve(&ptr, size, alignment, 0, 0));

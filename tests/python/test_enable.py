@@ -24,9 +24,10 @@ class FakeAllocator:
         return self.native
 
 
-def fake_torch(change):
+def fake_torch(change, initialized=False):
     memory = types.SimpleNamespace(CUDAPluggableAllocator=FakeAllocator, change_current_allocator=change)
-    return types.SimpleNamespace(cuda=types.SimpleNamespace(memory=memory))
+    cuda = types.SimpleNamespace(memory=memory, is_initialized=lambda: initialized)
+    return types.SimpleNamespace(cuda=cuda)
 
 
 class EnableTest(unittest.TestCase):
@@ -58,6 +59,14 @@ class EnableTest(unittest.TestCase):
         with self.assertRaises(stalloc.StallocError) as ctx:
             stalloc.enable("")
         self.assertIn("before creating any CUDA tensor", str(ctx.exception))
+
+    def test_after_cuda_initialisation_is_a_clear_error(self):
+        installed = []
+        sys.modules["torch"] = fake_torch(installed.append, initialized=True)
+        with self.assertRaises(stalloc.StallocError) as ctx:
+            stalloc.enable("")
+        self.assertIn("set_device", str(ctx.exception))
+        self.assertEqual(installed, [])
 
 
 if __name__ == "__main__":

@@ -189,10 +189,6 @@ int run_replay(const std::vector<std::string>& raw) {
   } else {
     print_text(s);
   }
-  if (verify && !runtime.driver().host_accessible()) {
-    std::cerr << "stalloc replay: the " << runtime.driver().name()
-              << " backend is not host-accessible: --verify checked nothing\n";
-  }
   return s.result.verify_errors == 0 ? 0 : 1;
 }
 

@@ -19,7 +19,9 @@ def _rank_suffixed(path):
 
 
 def enable(conf=""):
-    """Makes stalloc PyTorch's CUDA allocator. Call before the first CUDA tensor is allocated.
+    """Makes stalloc PyTorch's CUDA allocator. Call before anything initialises CUDA in PyTorch:
+    the first CUDA tensor, but also torch.cuda.set_device() or torch.cuda.current_device()
+    (under torchrun, enable() first, then set_device(local_rank)).
 
     conf uses the STALLOC_CONF syntax ("key:value,key:value"); it is applied on top of the
     STALLOC_CONF environment variable. Raises StallocError for a bad configuration, or when
@@ -27,6 +29,14 @@ def enable(conf=""):
     """
     import torch  # imported here so that stats() and friends work without torch installed
 
+    # Initialising CUDA (set_device included) initialises PyTorch's caching allocator, after
+    # which it cannot be swapped.
+    if torch.cuda.is_initialized():
+        raise StallocError(
+            "stalloc.enable() came too late: CUDA is already initialised in this process "
+            "(a CUDA tensor, torch.cuda.set_device() or another torch.cuda call came first), "
+            "and PyTorch cannot swap its allocator then. Call stalloc.enable() first."
+        )
     lib = load_library()
     error = ctypes.create_string_buffer(_ERROR_BYTES)
     merged = ",".join(part for part in (os.environ.get("STALLOC_CONF", ""), conf) if part)
@@ -63,9 +73,13 @@ def stats():
     """The allocator's statistics as a dict (allocated, reserved, peaks, matches, misses, ...)."""
     lib = load_library()
     size = lib.stalloc_stats_json(None, 0)
-    buffer = ctypes.create_string_buffer(size + 1)
-    lib.stalloc_stats_json(buffer, size + 1)
-    return json.loads(buffer.value.decode())
+    while True:
+        # Another thread may allocate in between and make the JSON longer: then ask again.
+        buffer = ctypes.create_string_buffer(size + 1)
+        needed = lib.stalloc_stats_json(buffer, size + 1)
+        if needed <= size:
+            return json.loads(buffer.value.decode())
+        size = needed
 
 
 def _write(function, path):
