@@ -417,6 +417,7 @@ void Runtime::end_iteration() {
   recorder_.next_iteration(keep);
   recorder_.set_timing(config_.record_trace || iteration + 1 <= config_.profile_iterations);
   ++stats_.iterations;
+  cache_.release_retired();
   install_finished();
   choose_plan();
   // Serving from a plan without Dynamic slots, memory kept for unplanned reuse is only waste:
@@ -601,6 +602,7 @@ RuntimeStats Runtime::stats() const {
   }
   s.plans_installed = cache_.installed().size();
   s.plans_pending = cache_.pending();
+  s.plans_retiring = cache_.retiring();
   s.stream_waits = sync_.waits();
   s.driver = driver_.counters();
   return s;

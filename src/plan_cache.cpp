@@ -47,8 +47,14 @@ void PlanCache::evict(const InstalledPlan* keep) {
       }
     }
     if (victim == installed_.end()) return;  // every plan has live tensors: keep them for now
+    (*victim)->retire();
+    retiring_.push_back(std::move(*victim));
     installed_.erase(victim);
   }
+}
+
+void PlanCache::release_retired() {
+  std::erase_if(retiring_, [](const std::unique_ptr<InstalledPlan>& p) { return p->gpu_done(); });
 }
 
 void PlanCache::start_planning(Trace trace, std::uint32_t iteration, PlanOptions options) {

@@ -2,7 +2,8 @@
 // signature has no plan is planned on a std::thread while training continues on the dynamic
 // path; the runtime installs finished plans at the next iteration boundary (installing makes
 // driver calls: never on the allocation path). At most `capacity` plans stay installed; the
-// least recently used idle plan goes first.
+// least recently used idle plan goes first, and its views stay mapped until the GPU work that
+// used them has completed.
 #pragma once
 
 #include <atomic>
@@ -44,6 +45,9 @@ class PlanCache {
   void insert(std::unique_ptr<InstalledPlan> plan, std::uint64_t stamp, const InstalledPlan* keep);
   void mark_failed(const SignatureKey& key) { failed_.push_back(key); }
   const std::vector<std::unique_ptr<InstalledPlan>>& installed() const { return installed_; }
+  // Destroys the evicted plans the GPU is done with (InstalledPlan::retire); at boundaries.
+  void release_retired();
+  std::size_t retiring() const { return retiring_.size(); }
   InstalledPlan* most_recent() const;
 
   void start_planning(Trace trace, std::uint32_t iteration, PlanOptions options);
@@ -75,6 +79,7 @@ class PlanCache {
 
   std::size_t capacity_;
   std::vector<std::unique_ptr<InstalledPlan>> installed_;
+  std::vector<std::unique_ptr<InstalledPlan>> retiring_;  // evicted, views still mapped
   std::vector<SignatureKey> failed_;
   std::list<Job> jobs_;
 };

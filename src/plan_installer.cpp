@@ -223,7 +223,18 @@ std::vector<InstalledPlan::ViewInfo> InstalledPlan::views() const {
   return out;
 }
 
+void InstalledPlan::retire() {
+  StreamMask users = 0;
+  for (const View& v : views_) users |= v.used_by;
+  // A driver that refuses the event leaves nothing to wait for: the views go at once, as they
+  // did before plans were retired.
+  if (users != 0 && !sync_.record(users, &retire_after_)) sync_.discard(&retire_after_);
+}
+
+bool InstalledPlan::gpu_done() { return sync_.completed(&retire_after_); }
+
 InstalledPlan::~InstalledPlan() {
+  sync_.discard(&retire_after_);
   for (View& v : views_) {
     sync_.discard(&v.unmap_after);
     if (v.mapped > 0) unmap_view(v);

@@ -100,6 +100,11 @@ class InstalledPlan {
   std::span<const std::uint32_t> chunks_done_before(std::size_t cursor) const;
 
   bool idle() const { return live_slots_ == 0; }
+  // Evicted from the plan cache: an event on every stream that used its views marks the work
+  // that may still read or write them; unmapping them before (destroying the plan) could fault
+  // kernels still in flight. gpu_done() says when the plan may be destroyed.
+  void retire();
+  bool gpu_done();
   void on_occupied(std::size_t index);
   void on_vacated(std::size_t index);
   std::uint64_t last_used = 0;  // plan cache LRU stamp
@@ -165,6 +170,7 @@ class InstalledPlan {
   std::vector<std::vector<std::uint32_t>> starting_in_window_;  // views
   std::vector<std::uint32_t> mapped_views_;
   std::vector<std::uint32_t> retiring_;
+  std::vector<vmm::EventHandle> retire_after_;  // retire()'s events
 };
 
 }  // namespace stalloc

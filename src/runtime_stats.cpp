@@ -19,7 +19,8 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   j.field("unplanned", s.unplanned).field("iterations", s.iterations);
   j.field("auto_steps", s.auto_steps).field("plan_installs", s.plan_installs);
   j.field("plan_failures", s.plan_failures).field("plans_installed", s.plans_installed);
-  j.field("plans_pending", s.plans_pending).field("stream_waits", s.stream_waits);
+  j.field("plans_pending", s.plans_pending).field("plans_retiring", s.plans_retiring);
+  j.field("stream_waits", s.stream_waits);
   j.field("invalid_frees", s.invalid_frees).field("vmm_calls", s.vmm_calls());
   j.field("live_mappings", s.driver.live_mappings).field("ooms", s.ooms);
   j.key("last_oom").begin_object();

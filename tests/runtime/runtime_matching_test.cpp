@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "src/trace_replayer.h"
+#include "vmm/fault_injecting_driver.h"
 #include "tests/runtime/runtime_test_support.h"
 
 namespace stalloc {
@@ -313,6 +314,30 @@ TEST(RuntimeMatching, PlanCacheKeepsAtMostItsCapacity) {
   replay_verified(rt, trace);
   EXPECT_EQ(rt.stats().plans_installed, 1u);
   EXPECT_GE(rt.stats().plan_installs, 2u);
+}
+
+// An evicted plan's views stay mapped until the GPU work on the streams that used them has
+// completed (events held: not yet), then go at the next boundary.
+TEST(RuntimeMatching, AnEvictedPlanIsUnmappedOnlyAfterItsStreamsWork) {
+  auto host = host_driver();
+  vmm::FaultInjectingDriver driver(*host);
+  Runtime rt(test_config("profile_iterations:1,plan_cache_size:2,varying_sizes:off"), driver);
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int i = 0; i < 9; ++i) {  // three sequence lengths in turn: one plan too many
+    add_training_iteration(b, 2 * kG + 4096 + static_cast<std::uint64_t>(i % 3) * (kG / 2), 3);
+    b.next_iteration();
+  }
+  driver.hold_events(true);
+  replay_verified(rt, b.trace());
+  ASSERT_GE(rt.stats().plan_installs, 3u);
+  EXPECT_EQ(rt.stats().plans_installed, 2u);
+  EXPECT_GE(rt.stats().plans_retiring, 1u);
+  const std::size_t held_mappings = driver.counters().live_mappings;
+  driver.hold_events(false);
+  rt.step();
+  EXPECT_EQ(rt.stats().plans_retiring, 0u);
+  EXPECT_LT(driver.counters().live_mappings, held_mappings);
 }
 
 // Phases of tensors that live together and die together, each phase with other sizes: alias
