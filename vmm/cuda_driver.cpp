@@ -7,9 +7,11 @@
 // for the version the header was written for, capped at the installed driver's version, so the
 // pointer it returns has the signature the header declares.
 //
-// Driver calls need the device's primary context current on the calling thread; PyTorch calls
-// the allocator from several threads, so every call makes sure of it (a thread-local check, one
-// cuCtxSetCurrent per thread and driver).
+// Driver calls need the device's primary context current on the calling thread. PyTorch calls
+// the allocator from several threads, and the thread's current context is PyTorch's (set by
+// cudaSetDevice, perhaps for another device): each call makes this driver's context current for
+// its duration only and gives the caller's back (ContextScope), so that neither a stale guess
+// nor a switched context leaks into PyTorch's later work.
 #include "vmm/cuda_driver.h"
 
 #include <cuda.h>
@@ -29,14 +31,21 @@ Status to_status(CUresult r) {
     case 1: return Status::InvalidValue;
     case 2: return Status::OutOfMemory;
     case 3: return Status::NotInitialized;
+    case 4: return Status::Deinitialized;
     case 100: return Status::NoDevice;
     case 101: return Status::InvalidDevice;
+    case 201: return Status::InvalidContext;
     case 400: return Status::InvalidHandle;
     case 500: return Status::NotFound;
     case 600: return Status::NotReady;
+    case 700: return Status::IllegalAddress;
+    case 709: return Status::ContextDestroyed;
     case 800: return Status::NotPermitted;
     case 801: return Status::NotSupported;
-    default: return Status::Unknown;
+    default:
+      // 900-907: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED .. CUDA_ERROR_CAPTURED_EVENT and kin.
+      return static_cast<int>(r) >= 900 && static_cast<int>(r) <= 907 ? Status::CaptureUnsupported
+                                                                        : Status::Unknown;
   }
 }
 
@@ -53,6 +62,7 @@ struct CudaApi {
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
+  decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
   decltype(&::cuMemGetAllocationGranularity) mem_get_allocation_granularity = nullptr;
   decltype(&::cuMemCreate) mem_create = nullptr;
   decltype(&::cuMemRelease) mem_release = nullptr;
@@ -120,6 +130,7 @@ CudaApi load_api(const Library& lib) {
   resolve(get_proc, version, "cuDevicePrimaryCtxRetain", &api.primary_ctx_retain);
   resolve(get_proc, version, "cuDevicePrimaryCtxRelease", &api.primary_ctx_release);
   resolve(get_proc, version, "cuCtxSetCurrent", &api.ctx_set_current);
+  resolve(get_proc, version, "cuCtxGetCurrent", &api.ctx_get_current);
   resolve(get_proc, version, "cuMemGetAllocationGranularity", &api.mem_get_allocation_granularity);
   resolve(get_proc, version, "cuMemCreate", &api.mem_create);
   resolve(get_proc, version, "cuMemRelease", &api.mem_release);
@@ -150,7 +161,7 @@ class CudaDriver final : public Driver {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = cu_device_;
-    make_current();
+    const ContextScope scope(api_, context_);
     const CUresult r = api_.mem_get_allocation_granularity(&granularity_, &prop_,
                                                            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS) {
@@ -181,7 +192,7 @@ class CudaDriver final : public Driver {
 
   Status create(ChunkHandle* out, std::size_t size) override {
     if (out == nullptr) return Status::InvalidValue;
-    make_current();
+    const ContextScope scope(api_, context_);
     CUmemGenericAllocationHandle handle = 0;
     const Status s = to_status(api_.mem_create(&handle, size, &prop_, 0));
     if (s != Status::Success) return s;
@@ -197,7 +208,7 @@ class CudaDriver final : public Driver {
 
   // CUDA frees the memory when the last mapping goes; the counters follow the handle.
   Status release(ChunkHandle chunk) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.mem_release(chunk));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
@@ -219,7 +230,7 @@ class CudaDriver final : public Driver {
     if (out == nullptr || size == 0 || size % granularity_ != 0 || !aligned_alignment) {
       return Status::InvalidValue;
     }
-    make_current();
+    const ContextScope scope(api_, context_);
     CUdeviceptr ptr = 0;
     const Status s = to_status(api_.mem_address_reserve(&ptr, size, alignment, 0, 0));
     if (s != Status::Success) return s;
@@ -231,7 +242,7 @@ class CudaDriver final : public Driver {
   }
 
   Status free_reservation(DevicePtr ptr, std::size_t size) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.mem_address_free(ptr, size));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
@@ -241,7 +252,7 @@ class CudaDriver final : public Driver {
   }
 
   Status map(DevicePtr ptr, std::size_t size, std::size_t offset, ChunkHandle chunk) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.mem_map(ptr, size, offset, chunk, 0));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
@@ -252,7 +263,7 @@ class CudaDriver final : public Driver {
   }
 
   Status unmap(DevicePtr ptr, std::size_t size) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.mem_unmap(ptr, size));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
@@ -262,7 +273,7 @@ class CudaDriver final : public Driver {
   }
 
   Status set_access(DevicePtr ptr, std::size_t size, Access access) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     CUmemAccessDesc desc{};
     desc.location = prop_.location;
     desc.flags = access == Access::ReadWrite ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -277,7 +288,7 @@ class CudaDriver final : public Driver {
 
   Status event_create(EventHandle* out) override {
     if (out == nullptr) return Status::InvalidValue;
-    make_current();
+    const ContextScope scope(api_, context_);
     CUevent event = nullptr;
     const Status s = to_status(api_.event_create(&event, CU_EVENT_DISABLE_TIMING));
     if (s != Status::Success) return s;
@@ -289,7 +300,7 @@ class CudaDriver final : public Driver {
   }
 
   Status event_destroy(EventHandle event) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.event_destroy(as_event(event)));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
@@ -299,33 +310,33 @@ class CudaDriver final : public Driver {
   }
 
   Status event_record(EventHandle event, StreamHandle stream) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.event_record(as_event(event), as_stream(stream)));
     if (s == Status::Success) count(&DriverCounters::event_records);
     return s;
   }
 
   Status event_query(EventHandle event) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.event_query(as_event(event)));
     if (s == Status::Success || s == Status::NotReady) count(&DriverCounters::event_queries);
     return s;
   }
 
   Status stream_wait_event(StreamHandle stream, EventHandle event) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     const Status s = to_status(api_.stream_wait_event(as_stream(stream), as_event(event), 0));
     if (s == Status::Success) count(&DriverCounters::stream_waits);
     return s;
   }
 
   Status write_bytes(DevicePtr dst, const void* src, std::size_t size) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     return to_status(api_.memcpy_htod(dst, src, size));
   }
 
   Status read_bytes(void* dst, DevicePtr src, std::size_t size) override {
-    make_current();
+    const ContextScope scope(api_, context_);
     return to_status(api_.memcpy_dtoh(dst, src, size));
   }
 
@@ -343,11 +354,23 @@ class CudaDriver final : public Driver {
                                                 std::to_string(device_) + ": " + name));
   }
 
-  void make_current() {
-    thread_local CUcontext current = nullptr;
-    if (current == context_) return;
-    if (api_.ctx_set_current(context_) == CUDA_SUCCESS) current = context_;
-  }
+  class ContextScope {
+   public:
+    ContextScope(const CudaApi& api, CUcontext context) : api_(api) {
+      if (api_.ctx_get_current(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
+      switched_ = previous_ != context && api_.ctx_set_current(context) == CUDA_SUCCESS;
+    }
+    ~ContextScope() {
+      if (switched_) api_.ctx_set_current(previous_);
+    }
+    ContextScope(const ContextScope&) = delete;
+    ContextScope& operator=(const ContextScope&) = delete;
+
+   private:
+    const CudaApi& api_;
+    CUcontext previous_ = nullptr;
+    bool switched_ = false;
+  };
 
   void count(std::uint64_t DriverCounters::*field) {
     std::lock_guard lock(mu_);

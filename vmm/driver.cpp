@@ -10,11 +10,16 @@ std::string_view status_name(Status s) {
     case Status::InvalidValue: return "CUDA_ERROR_INVALID_VALUE";
     case Status::OutOfMemory: return "CUDA_ERROR_OUT_OF_MEMORY";
     case Status::NotInitialized: return "CUDA_ERROR_NOT_INITIALIZED";
+    case Status::Deinitialized: return "CUDA_ERROR_DEINITIALIZED";
     case Status::NoDevice: return "CUDA_ERROR_NO_DEVICE";
     case Status::InvalidDevice: return "CUDA_ERROR_INVALID_DEVICE";
+    case Status::InvalidContext: return "CUDA_ERROR_INVALID_CONTEXT";
     case Status::InvalidHandle: return "CUDA_ERROR_INVALID_HANDLE";
     case Status::NotFound: return "CUDA_ERROR_NOT_FOUND";
     case Status::NotReady: return "CUDA_ERROR_NOT_READY";
+    case Status::IllegalAddress: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case Status::ContextDestroyed: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
+    case Status::CaptureUnsupported: return "CUDA_ERROR_STREAM_CAPTURE_* (not allowed during stream capture)";
     case Status::NotPermitted: return "CUDA_ERROR_NOT_PERMITTED";
     case Status::NotSupported: return "CUDA_ERROR_NOT_SUPPORTED";
     case Status::Unknown: return "CUDA_ERROR_UNKNOWN";

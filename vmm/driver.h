@@ -23,13 +23,18 @@ enum class Status : int {
   InvalidValue = 1,
   OutOfMemory = 2,
   NotInitialized = 3,
+  Deinitialized = 4,  // the driver is shutting down (process exit)
   NoDevice = 100,
   InvalidDevice = 101,
+  InvalidContext = 201,
   InvalidHandle = 400,
   NotFound = 500,
   NotReady = 600,
+  IllegalAddress = 700,    // a kernel faulted: the context is unusable from then on
+  ContextDestroyed = 709,
   NotPermitted = 800,
   NotSupported = 801,
+  CaptureUnsupported = 900,  // the call is not allowed while a stream is being captured
   Unknown = 999,
 };
 
