@@ -9,7 +9,8 @@
 #   vmm_tests.log the VMM conformance suite with STALLOC_REQUIRE_CUDA=1 (cuda must run)
 #   bench_vmm.txt                    cost per chunk of each VMM call on the cuda backend
 #   replay_cuda.json                 a generator preset replayed through the runtime on the GPU
-#   torch_{default,expandable,stalloc}.json  peak reserved/allocated, utilization, iteration time
+#   torch.jsonl                      one line per allocator (default, expandable, stalloc,
+#                                    stalloc_auto): peaks, utilization, iteration time
 # Exit status: the number of failed sections (0: all passed).
 #
 # Sections are independent: one that fails is recorded and the next runs. Later checks add a
@@ -107,13 +108,19 @@ fi
 section "PyTorch training: default allocator, expandable segments, stalloc"
 # Each allocator in its own process: PyTorch fixes its allocator before the first CUDA tensor.
 if [[ -f $build/lib/libstalloc_torch.so ]] && python3 -c "import torch; assert torch.cuda.is_available()" 2>>"$summary"; then
-  for allocator in default expandable stalloc; do
+  # name, allocator, extra arguments: stalloc twice, with the default varying_sizes and auto.
+  for run in "default default" "expandable expandable" "stalloc stalloc" \
+    "stalloc_auto stalloc --stalloc-conf backend:cuda,mode:alias,varying_sizes:auto"; do
+    read -r name allocator extra <<<"$run"
     within_budget || break
+    # shellcheck disable=SC2086
     if STALLOC_LIBRARY=$build/lib/libstalloc_torch.so timeout 150 python3 "$root/tools/gpu_torch_compare.py" \
-      --allocator "$allocator" --json "$out/torch_$allocator.json" >>"$summary" 2>&1; then
-      pass "torch training under $allocator"
+      --allocator "$allocator" $extra --json "/tmp/torch_$name.json" >>"$summary" 2>&1; then
+      python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["run"] = sys.argv[2]; print(json.dumps(r))' \
+        "/tmp/torch_$name.json" "$name" >>"$out/torch.jsonl"
+      pass "torch training under $name"
     else
-      fail "torch training under $allocator"
+      fail "torch training under $name"
     fi
   done
 else

@@ -101,7 +101,8 @@ def main():
     if args.allocator == "stalloc":
         s = stalloc.stats()["devices"]["0"]
         peak_reserved, peak_allocated = s["peak_reserved_bytes"], s["peak_allocated_bytes"]
-        extra = {"matches": s["matches"], "misses": s["misses"], "plan_installs": s["plan_installs"]}
+        extra = {k: s[k] for k in ("matches", "misses", "conflicts", "plan_installs", "vmm_calls", "live_mappings")}
+        extra["stalloc_conf"] = args.stalloc_conf
     else:
         peak_reserved = torch.cuda.max_memory_reserved()
         peak_allocated = torch.cuda.max_memory_allocated()
