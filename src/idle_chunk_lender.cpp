@@ -21,7 +21,13 @@ std::optional<LentChunk> IdleChunkLender::first_allowed(Visit&& visit) {
   if (policy_ == Policy::None) return std::nullopt;
   if (policy_ == Policy::Done) {
     for (std::uint32_t index : budget_) {
-      if (auto lent = visit(index)) return lent;
+      if (auto lent = visit(index)) {
+        // Idle only over the Dynamic slot's lifetime: once its tensor is gone the page must
+        // not stay parked for tensors that outlive it.
+        if (wanted_.size() <= index) wanted_.resize(pool_.size());
+        wanted_[index] = true;
+        return lent;
+      }
     }
   }
   // Any chunk (Any), or those past the followed plan's pool (Done), from where the last search

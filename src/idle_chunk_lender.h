@@ -18,7 +18,11 @@
 // unmaps its page later, once that work is done. When a slot finds a lent chunk still holding
 // a tensor, want() marks it and its borrower gives it back as soon as the page empties rather
 // than parking it: otherwise the borrower would reuse it for the very tensor the slot could not
-// take, and the conflict would come back every iteration.
+// take, and the conflict would come back every iteration. A chunk lent from a Dynamic slot's
+// budget is marked so from the start: it is idle only over that slot's lifetime, and parked
+// it would take later tensors that outlive the slot (at G = 2 MiB: qwen-moe-16 99.50% ->
+// 99.67% utilization; qwen-moe-32, the five iterations settling after the Dynamic plan's
+// install 87k -> 64k VMM calls, the calm ones after them 304 -> 361 on average).
 #pragma once
 
 #include <cstdint>

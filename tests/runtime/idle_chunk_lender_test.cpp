@@ -84,6 +84,10 @@ TEST(IdleChunkLender, FollowingAPlanLendsOnlyWhatItIsDoneWith) {
   EXPECT_EQ(order[3], 2u);
   EXPECT_TRUE(f.pool.idle(0));
   EXPECT_TRUE(f.pool.idle(1));
+  // The budget chunk is idle only while its Dynamic slot lives: once emptied it goes back to
+  // the pool rather than stay parked for later tensors. The others may be parked.
+  EXPECT_TRUE(f.lender.wanted(3));
+  for (std::uint32_t c : {2u, 4u, 5u}) EXPECT_FALSE(f.lender.wanted(c)) << "chunk " << c;
 }
 
 // Holds lent chunks as an arena would; detach gives one back with the stream that used it.
