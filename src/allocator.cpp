@@ -624,8 +624,14 @@ void Runtime::save_trace(const std::string& path) const {
 std::string Runtime::snapshot_pickle() const {
   std::lock_guard lock(mutex_);
   std::vector<SnapshotSegment> segments;
+  // A plan's views share the pool's chunks: listing every view would count a chunk once per
+  // view it appears in (100k views at G = 2 MiB). Only views holding live tensors are listed;
+  // idle pool chunks appear in no segment (stats() has the pool's size).
   for (const auto& plan : cache_.installed()) {
     for (const InstalledPlan::ViewInfo& view : plan->views()) {
+      const bool live = std::any_of(view.slots.begin(), view.slots.end(),
+                                    [&](std::uint32_t k) { return plan->slot(k).live; });
+      if (!live) continue;
       SnapshotSegment seg;
       seg.address = view.base;
       seg.total_size = view.pages * granularity_;

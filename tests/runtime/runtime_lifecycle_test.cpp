@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/safe_unpickler.h"
 #include "planner/trace.h"
 #include "planner/trace_io.h"
 #include "src/trace_replayer.h"
@@ -89,6 +90,36 @@ TEST(RuntimeLifecycle, SavedTraceHoldsTheProfiledIterations) {
   ASSERT_GT(snapshot.size(), 2u);
   EXPECT_EQ(snapshot.substr(0, 2), std::string("\x80\x02"));
   EXPECT_NE(snapshot.find("device_traces"), std::string::npos);
+}
+
+// Blocks per segment of a snapshot, read back with the project's own unpickler.
+std::vector<std::size_t> snapshot_segment_blocks(const Runtime& rt) {
+  const PickleDocument doc = unpickle(rt.snapshot_pickle(), "snapshot");
+  std::vector<std::size_t> blocks;
+  for (const PickleValue* seg : doc.root().find("segments")->items) {
+    blocks.push_back(seg->find("blocks")->items.size());
+  }
+  return blocks;
+}
+
+// A plan's views share pool chunks, so the snapshot lists only those holding live tensors:
+// between iterations (only the weights live, in the arenas) every segment has a block, and a
+// planned tensor adds the one segment of its view.
+TEST(RuntimeLifecycle, SnapshotListsOnlyViewsWithLiveTensors) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  replay_trace(rt, periodic_trace(4), {});
+  ASSERT_EQ(rt.stats().plans_installed, 1u);
+  const std::vector<std::size_t> between = snapshot_segment_blocks(rt);
+  ASSERT_FALSE(between.empty());
+  for (std::size_t n : between) EXPECT_GT(n, 0u);
+  const std::uint64_t matches = rt.stats().matches;
+  void* act = rt.malloc(2 * kG + 4096, 0, 0);  // the first request of periodic_trace's iterations
+  ASSERT_NE(act, nullptr);
+  ASSERT_EQ(rt.stats().matches, matches + 1);
+  const std::vector<std::size_t> during = snapshot_segment_blocks(rt);
+  EXPECT_EQ(during.size(), between.size() + 1);
+  rt.free(act, 2 * kG + 4096, 0, 0);
 }
 
 }  // namespace
