@@ -43,6 +43,8 @@ struct Summary {
   double utilization = 0;         // lower bound / peak reserved over the whole replay
   double steady_utilization = 0;  // peak allocated / peak reserved after the last plan install
   double vmm_ops_per_iteration = 0;
+  // The median too: the mean carries the iterations that settle after an install.
+  double vmm_ops_median = 0;
   std::uint64_t steady_iterations = 0;
   double ns_per_malloc_median = 0;
 };
@@ -56,10 +58,21 @@ void steady_state(Summary& s) {
   }
   if (first >= its.size()) first = its.empty() ? 0 : its.size() - 1;
   std::uint64_t calls = 0;
-  for (std::size_t i = first; i < its.size(); ++i) calls += its[i].vmm_calls;
+  std::vector<std::uint64_t> per_iteration;
+  for (std::size_t i = first; i < its.size(); ++i) {
+    calls += its[i].vmm_calls;
+    per_iteration.push_back(its[i].vmm_calls);
+  }
   s.steady_iterations = its.size() - first;
   s.vmm_ops_per_iteration =
       s.steady_iterations == 0 ? 0.0 : static_cast<double>(calls) / static_cast<double>(s.steady_iterations);
+  if (!per_iteration.empty()) {
+    std::sort(per_iteration.begin(), per_iteration.end());
+    const std::size_t n = per_iteration.size();
+    s.vmm_ops_median = n % 2 == 1 ? static_cast<double>(per_iteration[n / 2])
+                                  : (static_cast<double>(per_iteration[n / 2 - 1]) +
+                                     static_cast<double>(per_iteration[n / 2])) / 2.0;
+  }
 }
 
 void print_json(const Summary& s) {
@@ -80,6 +93,7 @@ void print_json(const Summary& s) {
   w.field("iterations", static_cast<std::uint64_t>(s.result.iterations.size()));
   w.field("steady_iterations", s.steady_iterations);
   w.field("vmm_ops_per_iteration", s.vmm_ops_per_iteration);
+  w.field("vmm_ops_median_per_iteration", s.vmm_ops_median);
   w.field("verify_errors", s.result.verify_errors);
   w.field("failed_allocations", s.result.failed_allocations);
   w.field("ooms", s.stats.ooms);
@@ -116,7 +130,8 @@ void print_text(const Summary& s) {
   std::printf("mismatched       %llu\n",
               static_cast<unsigned long long>(s.stats.misses + s.stats.conflicts));
   std::printf("plan installs    %llu\n", static_cast<unsigned long long>(s.stats.plan_installs));
-  std::printf("vmm ops/iter     %.1f (steady state, %llu iterations)\n", s.vmm_ops_per_iteration,
+  std::printf("vmm ops/iter     %.1f mean, %.1f median (steady state, %llu iterations)\n",
+              s.vmm_ops_per_iteration, s.vmm_ops_median,
               static_cast<unsigned long long>(s.steady_iterations));
   std::printf("verify errors    %llu\n", static_cast<unsigned long long>(s.result.verify_errors));
   std::printf("failed allocs    %llu\n",

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `stalloc replay`: the runtime through a trace on the host backend, its JSON, and clear errors.
+# Usage: replay.sh STALLOC_BIN SRC_DIR
+set -euo pipefail
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$bin" gen --preset tiny --iterations 5 -o "$tmp/tiny.trace" 2> /dev/null
+"$bin" replay "$tmp/tiny.trace" --backend host --verify --json --conf granularity:2MiB > "$tmp/out.json"
+python3 - "$tmp/out.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for key in ("lower_bound_bytes", "peak_reserved_bytes", "utilization", "matched", "mismatched",
+            "vmm_ops_per_iteration", "vmm_ops_median_per_iteration", "verify_errors",
+            "ns_per_malloc_median", "per_iteration"):
+    assert key in d, key
+assert d["verify_errors"] == 0 and d["failed_allocations"] == 0, d
+assert d["plan_installs"] >= 1 and d["matched"] > 0, d
+assert 0 < d["utilization"] <= 1 and d["peak_reserved_bytes"] >= d["lower_bound_bytes"], d
+# A dense trace: the iterations after the plan's install make no VMM call, and every request of
+# the last one is matched.
+assert d["vmm_ops_median_per_iteration"] == 0 and d["vmm_ops_per_iteration"] == 0, d
+last = d["per_iteration"][-1]
+assert last["misses"] == 0 and last["conflicts"] == 0 and last["matched"] > 0, last
+PY
+
+"$bin" replay "$tmp/tiny.trace" --backend host --conf granularity:2MiB > "$tmp/out.txt"
+grep -Eq "^vmm ops/iter +0.0 mean, 0.0 median" "$tmp/out.txt" || fail "text: $(cat "$tmp/out.txt")"
+
+if "$bin" replay "$tmp/missing.trace" > /dev/null 2> "$tmp/err.txt"; then fail "missing trace accepted"; fi
+grep -q "missing.trace" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+if "$bin" replay "$tmp/tiny.trace" --conf no_such_key:1 > /dev/null 2> "$tmp/err.txt"; then
+  fail "unknown configuration key accepted"
+fi
+grep -q "no_such_key" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+if "$bin" replay "$tmp/tiny.trace" --backend tpu > /dev/null 2> "$tmp/err.txt"; then fail "unknown backend accepted"; fi
+grep -q "tpu" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+echo "replay.sh: ok"
