@@ -187,6 +187,23 @@ Trace varying_lengths_trace(int iterations, int extra_at = -1) {
   return b.trace();
 }
 
+// Every iteration from `first` on takes its slots for all of its `per_iteration` requests: no
+// miss, no conflict, no plan installed (and, with no_vmm_calls, no VMM call).
+void expect_served_by_one_plan(const ReplayResult& r, std::size_t first,
+                               std::uint64_t per_iteration, bool no_vmm_calls) {
+  ASSERT_LT(first, r.iterations.size());
+  for (std::size_t i = first; i < r.iterations.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].matches, per_iteration);
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].conflicts, 0u);
+    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
+    if (no_vmm_calls) {
+      EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
+    }
+  }
+}
+
 // With the default varying_sizes:dynamic, once the activations' ordinals have changed to sizes
 // no neighbour had they become Dynamic slots of one plan, packed on the chunks the plan leaves
 // idle: from then on no plan is made and every request is matched.
@@ -198,13 +215,7 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
   // Iteration 2 is the first with as many allocations as iteration 1 (iteration 0 also made the
   // weight). Iteration 3's activations changed to new sizes: the plan made at its end, compared
   // with iteration 2, has Dynamic slots.
-  for (std::size_t i = 3; i < r.iterations.size(); ++i) {
-    SCOPED_TRACE("iteration " + std::to_string(i));
-    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
-    EXPECT_EQ(r.iterations[i].misses, 0u);
-    EXPECT_EQ(r.iterations[i].conflicts, 0u);
-    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
-  }
+  expect_served_by_one_plan(r, 3, allocations_per_iteration(3), false);
   EXPECT_EQ(rt.stats().plans_installed, 2u);
 }
 
@@ -271,14 +282,7 @@ TEST(RuntimeMatching, AutoPlansSizesThatVaryTogetherAtTheirLargest) {
   Runtime rt(test_config("profile_iterations:1,varying_sizes:auto"), *driver);
   const ReplayResult r = replay_verified(rt, varying_lengths_trace(13));
   ASSERT_EQ(r.iterations.size(), 13u);
-  for (std::size_t i = 9; i < r.iterations.size(); ++i) {
-    SCOPED_TRACE("iteration " + std::to_string(i));
-    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration(3));
-    EXPECT_EQ(r.iterations[i].misses, 0u);
-    EXPECT_EQ(r.iterations[i].conflicts, 0u);
-    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
-    EXPECT_EQ(r.iterations[i].vmm_calls, 0u);
-  }
+  expect_served_by_one_plan(r, 9, allocations_per_iteration(3), true);
 }
 
 // varying_sizes:auto. Two routed buffers trade sizes (their sum is constant, as MoE experts'
