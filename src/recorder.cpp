@@ -93,19 +93,21 @@ Trace Recorder::iteration_trace(VaryingSizes policy) const {
 }
 
 void Recorder::compare_sizes() {
+  // Runs at every boundary, on the steady path too: no hashing. Allocation ids are consecutive,
+  // so this iteration's tensors are those from the first one's id on, and sizes[id - first]
+  // is each one's size (a free of an earlier tensor has a smaller id).
   std::vector<std::uint64_t> sizes;
-  std::unordered_map<std::uint64_t, std::uint64_t> live;  // this iteration's tensors
+  std::uint64_t first = 0;
   std::uint64_t bytes = 0;
   std::uint64_t peak = 0;
   for (const Event& e : current_) {
     if (e.kind == EventKind::Alloc) {
+      if (sizes.empty()) first = e.id;
       sizes.push_back(e.size);
-      live.emplace(e.id, e.size);
       bytes += e.size;
       peak = std::max(peak, bytes);
-    } else if (auto it = live.find(e.id); it != live.end()) {
-      bytes -= it->second;
-      live.erase(it);
+    } else if (!sizes.empty() && e.id >= first && e.id - first < sizes.size()) {
+      bytes -= sizes[e.id - first];
     }
   }
   if (sizes.empty()) return;
