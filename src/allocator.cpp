@@ -358,11 +358,13 @@ void Runtime::step() {
   end_iteration();
 }
 
-bool Runtime::served_by_active() const {
-  if (active_ == nullptr) return false;
+std::uint64_t Runtime::off_plan_requests() const {
   const std::uint64_t slots = active_->slot_count();
-  const std::uint64_t skipped = slots - std::min(slots, slots_taken_in_iteration_);
-  return (misses_in_iteration_ + skipped) * kOffPlanShare <= slots;
+  return misses_in_iteration_ + (slots - std::min(slots, slots_taken_in_iteration_));
+}
+
+bool Runtime::served_by_active() const {
+  return active_ != nullptr && off_plan_requests() * kOffPlanShare <= active_->slot_count();
 }
 
 void Runtime::end_iteration() {
@@ -371,6 +373,13 @@ void Runtime::end_iteration() {
     SignatureKey key;
     if (served_by_active()) {
       key = key_of(active_->plan().signature);
+      if (off_plan_requests() > 0) {
+        log("stalloc runtime: iteration " + std::to_string(iteration) +
+            " followed its plan of " + std::to_string(active_->slot_count()) + " slots, " +
+            std::to_string(off_plan_requests()) +
+            (off_plan_requests() == 1 ? " request or slot" : " requests or slots") +
+            " off it: not planned");
+      }
     } else {
       recorder_.compare_sizes();
       // auto: sizes that vary together (sequence lengths) are planned at their largest, so

@@ -100,6 +100,8 @@ class Runtime {
   std::size_t match(const InstalledPlan& plan, std::uint64_t size, std::uint32_t stream) const;
   void switch_plan(std::uint64_t size, std::uint32_t stream);
   void end_iteration();
+  // Requests of this iteration no slot of the active plan took, plus its slots no request took.
+  std::uint64_t off_plan_requests() const;
   // The iteration followed the active plan closely enough to count as its (kOffPlanShare).
   bool served_by_active() const;
   void install_finished();

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 
@@ -256,11 +260,20 @@ TEST(RuntimeMatching, AnIterationAlmostOnItsPlanIsNotPlannedAgain) {
     add_training_iteration(b, 2 * kG + 4096, layers);
     b.next_iteration();
   }
+  const std::string log = ::testing::TempDir() + "/near_plan.log";
+  std::remove(log.c_str());
   auto driver = host_driver();
-  Runtime rt(test_config("profile_iterations:1"), *driver);
+  Runtime rt(test_config("profile_iterations:1,log:" + log), *driver);
   const ReplayResult r = replay_verified(rt, b.trace());
   ASSERT_EQ(r.iterations.size(), 7u);
   EXPECT_EQ(r.iterations[4].misses, 1u);
+  std::ifstream in(log);
+  const std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("iteration 4 followed its plan of " +
+                        std::to_string(allocations_per_iteration(layers)) +
+                        " slots, 1 request or slot off it: not planned"),
+            std::string::npos)
+      << logged;
   EXPECT_EQ(r.iterations[4].matches, allocations_per_iteration(layers));
   for (std::size_t i = 4; i < 7; ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
