@@ -386,10 +386,7 @@ void Runtime::end_iteration() {
       // that every shorter iteration fits the plan's slots with no VMM call and only one
       // longer than any seen is planned again; sizes that vary apart (MoE) get Dynamic slots.
       VaryingSizes policy = config_.varying_sizes;
-      if (policy == VaryingSizes::Auto) {
-        policy = recorder_.sizes_vary_together() ? VaryingSizes::Largest : VaryingSizes::Dynamic;
-      }
-      Trace trace = recorder_.iteration_trace(policy);
+      Trace trace = recorder_.iteration_trace(config_.varying_sizes, &policy);
       trace.device = driver_.device();
       key = key_of(signature_of(trace, iteration));
       if (iteration >= config_.profile_iterations && !cache_.known(key)) {

@@ -57,10 +57,16 @@ std::size_t allocations_in(const std::vector<Event>& events) {
 
 }  // namespace
 
-Trace Recorder::iteration_trace(VaryingSizes policy) const {
+Trace Recorder::iteration_trace(VaryingSizes policy, VaryingSizes* chosen) const {
   if (policy == VaryingSizes::Auto) {
-    return iteration_trace(sizes_vary_together() ? VaryingSizes::Largest : VaryingSizes::Dynamic);
+    Trace at_largest = iteration_trace(VaryingSizes::Largest);
+    if (vary_together(at_largest)) {
+      if (chosen != nullptr) *chosen = VaryingSizes::Largest;
+      return at_largest;
+    }
+    policy = VaryingSizes::Dynamic;
   }
+  if (chosen != nullptr) *chosen = policy;
   Trace t;
   t.meta["source"] = "stalloc-runtime";
   const OrdinalSizes* seen = nullptr;
@@ -140,12 +146,15 @@ void Recorder::compare_sizes() {
 }
 
 bool Recorder::sizes_vary_together() const {
+  return vary_together(iteration_trace(VaryingSizes::Largest));
+}
+
+bool Recorder::vary_together(const Trace& at_largest) const {
   auto it = largest_.find(allocations_in(current_));
   if (it == largest_.end()) return false;
   const OrdinalSizes& o = it->second;
   if (std::find(o.varies.begin(), o.varies.end(), true) == o.varies.end()) return false;
-  const std::uint64_t at_largest = lower_bound_bytes(iteration_trace(VaryingSizes::Largest));
-  return at_largest <= o.peak + o.peak / kTogetherSlack;
+  return lower_bound_bytes(at_largest) <= o.peak + o.peak / kTogetherSlack;
 }
 
 const std::vector<bool>* Recorder::varying_ordinals(std::size_t allocations) const {
