@@ -48,12 +48,42 @@ bool PackedArena::ensure_reserved(std::string* why) {
   return false;
 }
 
-void PackedArena::take_span(std::uint64_t offset, std::uint64_t length) {
-  auto it = free_by_offset_.find(offset);
-  const FreeSpan span = it->second;
-  free_by_length_.erase({span.length, offset});
-  free_by_offset_.erase(it);
-  if (span.length > length) add_span(offset + length, span.length - length, span.users);
+std::uint64_t PackedArena::unmapped_pages(std::uint64_t offset, std::uint64_t length,
+                                          std::uint64_t enough) const {
+  std::uint64_t count = 0;
+  const std::uint64_t last = (offset + length - 1) / granularity_;
+  for (std::uint64_t i = offset / granularity_; i <= last && count < enough; ++i) {
+    if (i >= pages_.size() || !pages_[i].mapped) ++count;
+  }
+  return count;
+}
+
+std::pair<std::uint64_t, StreamMask> PackedArena::place(std::uint64_t length) const {
+  std::uint64_t best = kNoPlace;
+  StreamMask best_users = 0;
+  std::uint64_t best_cost = UINT64_MAX;
+  auto consider = [&](std::uint64_t offset, StreamMask users) {
+    const std::uint64_t cost = unmapped_pages(offset, length, best_cost);
+    if (cost < best_cost) {
+      best = offset;
+      best_users = users;
+      best_cost = cost;
+    }
+  };
+  const std::uint64_t touched = pages_.size() * granularity_;
+  auto fit = free_by_length_.lower_bound({length, 0});
+  for (int k = 0; k < kPlacementCandidates && fit != free_by_length_.end() && best_cost > 0;
+       ++k, ++fit) {
+    const auto [span_length, offset] = *fit;
+    const StreamMask users = free_by_offset_.at(offset).users;
+    consider(offset, users);
+    // The span's end, where mapped pages may lie too; never beyond the pages ever used (the
+    // tail span runs to the end of the reservation).
+    if (span_length > length && offset + span_length <= touched) {
+      consider((offset + span_length - length) / kAlignment * kAlignment, users);
+    }
+  }
+  return {best, best_users};
 }
 
 void PackedArena::add_span(std::uint64_t offset, std::uint64_t length, StreamMask users) {
@@ -194,16 +224,15 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   if (!ensure_reserved(why)) return 0;
   const std::uint64_t length =
       (std::max<std::uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  auto fit = free_by_length_.lower_bound({length, 0});
-  if (fit == free_by_length_.end()) {
+  const auto [offset, span_users] = place(length);
+  if (offset == kNoPlace) {
     *why = "the packed arena's " + std::to_string(reservation_bytes_) +
            " bytes of address space are full";
     return 0;
   }
-  const std::uint64_t offset = fit->second;
   const std::uint64_t first = offset / granularity_;
   const std::uint64_t last = (offset + length - 1) / granularity_;
-  StreamMask sync_with = free_by_offset_.at(offset).users;
+  StreamMask sync_with = span_users;
   std::vector<std::uint64_t> mapped_now;
   // While pages are mapped for [offset, offset + length), a parked page elsewhere may be
   // detached (take_parked never picks one of first..last): its retirement waits for the next
@@ -217,7 +246,7 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
     for (std::uint64_t i : mapped_now) unmap_page(i);
     return 0;
   }
-  take_span(offset, length);
+  carve(offset, length);
   for (std::uint64_t i = first; i <= last; ++i) {
     Page& page = pages_[i];
     if (page.idle) {

@@ -123,6 +123,46 @@ TEST(PackedArena, RecentlyEmptiedPagesStayMappedForReuse) {
   EXPECT_EQ(f.memory.cached_bytes(), 3 * kG);
 }
 
+// A request goes where pages are mapped already rather than into the best-fitting span when
+// that one would need a page mapped: [0, G) is an exact fit but unmapped; the end of the span
+// [1.5G, 4G) lies on a mapped idle page. Best fit alone mapped a page per such request (MoE
+// buffers that outgrow their views, every iteration).
+TEST(PackedArena, RequestGoesWherePagesAreMapped) {
+  ArenaFixture f(0, 1);
+  std::string why;
+  auto make = [&](std::uint64_t size, unsigned char value) {
+    const vmm::DevicePtr p = f.arena.allocate(size, 0, &why);
+    EXPECT_NE(p, 0u) << why;
+    if (p != 0) fill(p, size, value);
+    return p;
+  };
+  const vmm::DevicePtr a = make(kG, 0x11);
+  const vmm::DevicePtr base = a;
+  const vmm::DevicePtr s1 = make(kG / 2, 0x22);
+  const vmm::DevicePtr b = make(kG, 0x33);
+  const vmm::DevicePtr c = make(kG + kG / 2, 0x44);
+  const vmm::DevicePtr s2 = make(kG / 2, 0x55);
+  ASSERT_EQ(c, base + 2 * kG + kG / 2);
+  EXPECT_TRUE(f.arena.free(a, 1));
+  EXPECT_TRUE(f.arena.free(b, 1));
+  EXPECT_TRUE(f.arena.free(c, 1));  // pages 0 and 2 retired, page 3 kept idle
+  f.arena.poll();
+  const std::uint64_t pages = f.arena.mapped_pages();
+  const auto maps = f.driver.counters().maps;
+  const vmm::DevicePtr d = make(kG, 0x66);
+  EXPECT_EQ(d, base + 3 * kG);
+  EXPECT_EQ(f.driver.counters().maps, maps);
+  EXPECT_EQ(f.arena.mapped_pages(), pages);
+  EXPECT_TRUE(holds(s1, kG / 2, 0x22));
+  EXPECT_TRUE(holds(s2, kG / 2, 0x55));
+  EXPECT_TRUE(holds(d, kG, 0x66));
+  // With no mapped place left, best fit again: the exact span at the start.
+  const vmm::DevicePtr e = make(kG, 0x77);
+  EXPECT_EQ(e, base);
+  EXPECT_EQ(f.driver.counters().maps, maps + 1);
+  EXPECT_TRUE(holds(d, kG, 0x66));
+}
+
 // The number of emptied pages kept can change: raised, more stay mapped; lowered, the oldest
 // beyond it are retired at once and unmapped once their events complete.
 TEST(PackedArena, IdleLimitCanBeRaisedAndLowered) {
