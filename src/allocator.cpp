@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "common/units.h"
 #include "planner/trace_io.h"
@@ -40,12 +41,16 @@ constexpr std::uint64_t kSmallArenaBytes = std::uint64_t{64} << 30;
 constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
 // Emptied memory each packed arena keeps mapped, so that a tensor freed and made again during
 // profiling or after a miss costs no VMM call. Following a plan with Dynamic slots the arenas
-// serve the Dynamic tensors that do not fit their views, every iteration: they keep more, or
-// each iteration maps and unmaps those pages again (qwen-moe-16 at G = 2 MiB: about 2.5k VMM
-// calls per calm iteration with 32 MiB, 0.3k with 256 MiB, 99.68% utilization both times;
-// while profiling, 256 MiB raised gpt2-1024-mbs128-r's peak by 2%, so it is not kept then).
+// serve the Dynamic tensors that do not fit their views, every iteration: they keep every
+// emptied page, or each iteration maps and unmaps those pages again, and an arena short of a
+// chunk takes one of its own idle pages whose GPU work is done before it borrows or creates
+// one (G = 2 MiB, VMM calls per steady iteration mean / median: qwen-moe-16 1,286 / 381 with
+// 256 MiB kept, 1,591 / 558 kept without bound; llama7b-varlen-16, whose sequence lengths make
+// the arenas' share go up and down, 7,475 / 4,004 -> 3,655 / 684, and 99.39% -> 99.64%
+// utilization). While profiling, 256 MiB raised gpt2-1024-mbs128-r's peak by 2% (before idle
+// pages could be taken back), so 32 MiB are kept then.
 constexpr std::uint64_t kIdleBytes = std::uint64_t{32} << 20;
-constexpr std::uint64_t kDynamicIdleBytes = std::uint64_t{256} << 20;
+constexpr std::uint64_t kDynamicIdleBytes = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t kTransitionsKept = 1024;
 // An iteration that followed its plan but for at most one request in kOffPlanShare (requests no
 // slot took, slots no request took: an extra tensor, a missing one) counts as the plan's and is

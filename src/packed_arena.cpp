@@ -154,6 +154,7 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     if (page.mapped) continue;
     std::uint32_t lent = kOwnChunk;
     std::optional<Chunk> chunk = memory_.take_cached();
+    if (!chunk && take_idle_chunk(first, last)) chunk = memory_.take_cached();
     if (!chunk && lender_ != nullptr) {
       auto borrowed = lender_->borrow();
       if (!borrowed) borrowed = lender_->take_parked(this, first, last);
@@ -284,6 +285,9 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
       continue;
     }
     page.idle = true;
+    // Marks the work that used it, so that the arena can take the page's chunk for another
+    // page once that work is done (take_idle_chunk) without a host wait.
+    if (!sync_.record(page.users, &page.events)) sync_.discard(&page.events);
     idle_.push_back({i, page.generation});
     ++idle_pages_;
   }
@@ -306,6 +310,30 @@ void PackedArena::retire_oldest_idle() {
     retire(p.page);
     return;
   }
+}
+
+bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
+  while (!idle_.empty()) {
+    const Pending p = idle_.front();
+    const Page& page = pages_[p.page];
+    if (page.generation == p.generation && page.idle) break;
+    idle_.pop_front();
+  }
+  for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+    Page& page = pages_[it->page];
+    if (page.generation != it->generation || !page.idle) continue;
+    if (first <= it->page && it->page <= last) continue;
+    const bool done = page.events.empty() ? page.users == 0 : sync_.completed(&page.events);
+    if (!done) continue;
+    const std::uint64_t index = it->page;
+    idle_.erase(it);
+    page.idle = false;
+    --idle_pages_;
+    page.chunk.users = 0;
+    unmap_page(index);
+    return true;
+  }
+  return false;
 }
 
 void PackedArena::retire(std::uint64_t index) {

@@ -24,7 +24,10 @@
 // make every later allocation wait for that stream. A chunk from PhysicalMemory brings its own
 // users the same way.
 //
-// Chunks come from PhysicalMemory's cache first, then from the plan pool's idle chunks when an
+// Chunks come from PhysicalMemory's cache first, then from the arena's own idle pages (the one
+// emptied longest ago whose GPU work is done, per events recorded when it emptied: kept
+// mapped, an idle page costs nothing until a chunk is wanted elsewhere in the arena), then from
+// the plan pool's idle chunks when an
 // IdleChunkLender allows (idle_chunk_lender.h), and only then are created. An emptied lent
 // page stays mapped (parked) for the arena's next tensor until the pool wants the chunk back;
 // then it is detached: the chunk goes back at once, and the page's bytes leave the free list
@@ -142,6 +145,9 @@ class PackedArena final : private ChunkBorrower {
   void detach(std::uint64_t page) override;
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
+  // Unmaps the idle page emptied longest ago whose GPU work is done, but for pages first..last,
+  // its chunk going to PhysicalMemory's cache; false when there is none.
+  bool take_idle_chunk(std::uint64_t first, std::uint64_t last);
   // Starts the unmap of the idle page emptied longest ago.
   void retire_oldest_idle();
 

@@ -163,6 +163,50 @@ TEST(PackedArena, RequestGoesWherePagesAreMapped) {
   EXPECT_TRUE(holds(d, kG, 0x66));
 }
 
+// An arena short of a chunk takes one of its own idle pages before it creates one: here the
+// capacity (three chunks) leaves no other way to map a two-page tensor beside a live one.
+TEST(PackedArena, IdlePageGivesItsChunkBeforeOneIsCreated) {
+  ArenaFixture f(3 * kG, 16);
+  std::string why;
+  const vmm::DevicePtr a = f.arena.allocate(kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  const vmm::DevicePtr s = f.arena.allocate(512, 0, &why);
+  ASSERT_NE(s, 0u) << why;
+  fill(s, 512, 0x5a);
+  EXPECT_TRUE(f.arena.free(a, 1));
+  EXPECT_EQ(f.arena.mapped_pages(), 2u);  // a's page stays mapped, idle
+  const vmm::DevicePtr b = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  fill(b, 2 * kG, 0x6b);
+  EXPECT_EQ(f.memory.reserved_bytes(), 3 * kG);
+  EXPECT_EQ(f.arena.mapped_pages(), 3u);
+  EXPECT_TRUE(holds(s, 512, 0x5a));
+  EXPECT_TRUE(holds(b, 2 * kG, 0x6b));
+}
+
+// An idle page the GPU may still be using keeps its chunk: the arena creates one instead.
+TEST(PackedArena, IdlePageInFlightKeepsItsChunk) {
+  ArenaFixture f(0, 16);
+  std::string why;
+  f.driver.hold_events(true);
+  const vmm::DevicePtr a = f.arena.allocate(kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  const vmm::DevicePtr s = f.arena.allocate(512, 0, &why);
+  ASSERT_NE(s, 0u) << why;
+  EXPECT_TRUE(f.arena.free(a, 1));
+  const auto unmaps = f.driver.counters().unmaps;
+  const vmm::DevicePtr b = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  EXPECT_EQ(f.driver.counters().unmaps, unmaps);
+  EXPECT_EQ(f.memory.reserved_bytes(), 4 * kG);
+  f.driver.hold_events(false);
+  EXPECT_TRUE(f.arena.free(b, 1));
+  // From s on: pages 1-5, two of them to map; a's old page, done now, gives one.
+  const vmm::DevicePtr c = f.arena.allocate(4 * kG, 0, &why);
+  ASSERT_NE(c, 0u) << why;
+  EXPECT_EQ(f.memory.reserved_bytes(), 5 * kG);
+}
+
 // The number of emptied pages kept can change: raised, more stay mapped; lowered, the oldest
 // beyond it are retired at once and unmapped once their events complete.
 TEST(PackedArena, IdleLimitCanBeRaisedAndLowered) {
