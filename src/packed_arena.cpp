@@ -291,6 +291,13 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     idle_.push_back({i, page.generation});
     ++idle_pages_;
   }
+  // Entries of pages taken again stay in idle_ until they reach its front, which an arena that
+  // keeps every idle page may never pop: drop them once they outnumber the live ones.
+  if (idle_.size() > 2 * idle_pages_ + 64) {
+    std::erase_if(idle_, [&](const Pending& p) {
+      return pages_[p.page].generation != p.generation || !pages_[p.page].idle;
+    });
+  }
   while (idle_pages_ > max_idle_pages_) retire_oldest_idle();
 }
 
@@ -313,12 +320,6 @@ void PackedArena::retire_oldest_idle() {
 }
 
 bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
-  while (!idle_.empty()) {
-    const Pending p = idle_.front();
-    const Page& page = pages_[p.page];
-    if (page.generation == p.generation && page.idle) break;
-    idle_.pop_front();
-  }
   for (auto it = idle_.begin(); it != idle_.end(); ++it) {
     Page& page = pages_[it->page];
     if (page.generation != it->generation || !page.idle) continue;

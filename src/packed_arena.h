@@ -82,6 +82,8 @@ class PackedArena final : private ChunkBorrower {
   std::uint64_t mapped_pages() const { return mapped_pages_; }
   // Mapped pages backed by chunks lent from the plan pool.
   std::uint64_t lent_pages() const { return lent_pages_; }
+  // Entries in the list of emptied pages, stale ones included (bounded by twice the idle pages).
+  std::size_t idle_entries() const { return idle_.size(); }
 
   struct Block {
     vmm::DevicePtr address = 0;

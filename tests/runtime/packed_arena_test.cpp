@@ -184,6 +184,20 @@ TEST(PackedArena, IdlePageGivesItsChunkBeforeOneIsCreated) {
   EXPECT_TRUE(holds(b, 2 * kG, 0x6b));
 }
 
+// A page emptied and taken again a thousand times leaves no trail: an arena keeping every idle
+// page never pops the list of emptied pages from its front, so stale entries must go otherwise.
+TEST(PackedArena, EmptiedPagesTakenAgainLeaveBoundedBookkeeping) {
+  ArenaFixture f(0, 1u << 20);
+  std::string why;
+  for (int i = 0; i < 1000; ++i) {
+    const vmm::DevicePtr p = f.arena.allocate(kG, 0, &why);
+    ASSERT_NE(p, 0u) << why;
+    EXPECT_TRUE(f.arena.free(p, 1));
+  }
+  EXPECT_EQ(f.arena.mapped_pages(), 1u);
+  EXPECT_LE(f.arena.idle_entries(), 2u + 64u + 1u);
+}
+
 // An idle page the GPU may still be using keeps its chunk: the arena creates one instead.
 TEST(PackedArena, IdlePageInFlightKeepsItsChunk) {
   ArenaFixture f(0, 16);
