@@ -65,6 +65,7 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
   std::unordered_map<std::uint64_t, void*> live;
   std::uint32_t iteration = trace.events.empty() ? 0 : trace.events.front().iteration;
   RuntimeStats before = runtime.stats();
+  std::size_t first_malloc = 0;
 
   auto close_iteration = [&] {
     if (options.wait_for_planning) runtime.wait_for_planning();
@@ -75,8 +76,9 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
     result.iterations.push_back({iteration, now.matches - before.matches,
                                  now.misses - before.misses, now.conflicts - before.conflicts,
                                  now.vmm_calls() - before.vmm_calls(),
-                                 now.plan_installs - before.plan_installs});
+                                 now.plan_installs - before.plan_installs, first_malloc});
     before = now;
+    first_malloc = result.malloc_ns.size();
   };
 
   auto issue = [&](const Event& e) {

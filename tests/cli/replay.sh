@@ -14,8 +14,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for key in ("lower_bound_bytes", "peak_reserved_bytes", "utilization", "matched", "mismatched",
             "vmm_ops_per_iteration", "vmm_ops_median_per_iteration", "verify_errors",
-            "ns_per_malloc_median", "per_iteration"):
+            "ns_per_malloc_median", "ns_per_malloc_median_steady", "per_iteration"):
     assert key in d, key
+assert d["ns_per_malloc_median"] > 0 and d["ns_per_malloc_median_steady"] > 0, d
 assert d["verify_errors"] == 0 and d["failed_allocations"] == 0, d
 assert d["plan_installs"] >= 1 and d["matched"] > 0, d
 assert 0 < d["utilization"] <= 1 and d["peak_reserved_bytes"] >= d["lower_bound_bytes"], d
