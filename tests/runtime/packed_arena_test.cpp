@@ -326,8 +326,10 @@ TEST(PackedArena, EveryFailedDriverCallIsRolledBack) {
 
 // Random sizes, random frees: live allocations never share a byte (an independent check on the
 // addresses and on written patterns), and once all are gone no page stays mapped.
-TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
-  ArenaFixture f;
+// Random sizes, random frees, every byte checked. `hold_events` flips now and then whether the
+// GPU is done with freed memory, so that idle pages are sometimes taken back and sometimes must
+// keep their chunks.
+void run_random_workload(ArenaFixture& f, bool flip_events) {
   std::mt19937_64 rng(7);
   struct Live {
     vmm::DevicePtr p;
@@ -338,6 +340,7 @@ TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
   std::string why;
   std::uint64_t peak_pages = 0;
   for (int step = 0; step < 3000; ++step) {
+    if (flip_events && rng() % 50 == 0) f.driver.hold_events(rng() % 2 == 0);
     if (live.empty() || rng() % 100 < 55) {
       const std::uint64_t size = 1 + rng() % (rng() % 4 == 0 ? 3 * kG : kG / 8);
       const auto tag = static_cast<unsigned char>(1 + step % 250);
@@ -354,6 +357,7 @@ TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
     }
     peak_pages = std::max(peak_pages, f.arena.mapped_pages());
   }
+  f.driver.hold_events(false);
   std::vector<Live> sorted = live;
   std::sort(sorted.begin(), sorted.end(), [](const Live& a, const Live& b) { return a.p < b.p; });
   for (std::size_t i = 1; i < sorted.size(); ++i) {
@@ -366,9 +370,28 @@ TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
   }
   EXPECT_EQ(f.arena.live_bytes(), live_bytes);
   EXPECT_GT(peak_pages, 0u);
+  // Kept idle pages leave only by giving their chunks to other pages.
+  if (flip_events) {
+    EXPECT_GT(f.driver.counters().unmaps, 0u);
+  }
   for (const Live& l : live) ASSERT_TRUE(f.arena.free(l.p, 1));
+  f.arena.release_idle();
+  f.arena.poll();
   EXPECT_EQ(f.arena.mapped_pages(), 0u);
   EXPECT_EQ(f.arena.live_bytes(), 0u);
+  EXPECT_EQ(f.memory.cached_bytes(), f.memory.reserved_bytes());
+}
+
+TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
+  ArenaFixture f;
+  run_random_workload(f, false);
+}
+
+// Every emptied page kept (as while a plan with Dynamic slots is followed): idle pages give
+// their chunks to other pages when the GPU is done with them, never before.
+TEST(PackedArena, RandomWorkloadKeepingIdlePagesKeepsAllocationsApart) {
+  ArenaFixture f(0, 1u << 20);
+  run_random_workload(f, true);
 }
 
 // An arena beside a plan pool of `pool_chunks` chunks it may borrow from.
