@@ -339,7 +339,9 @@ bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
 
 void PackedArena::retire(std::uint64_t index) {
   Page& page = pages_[index];
-  if (sync_.record(page.users, &page.events) && !page.events.empty()) {
+  // An idle page's events, recorded as it emptied, already cover its last use.
+  const bool marked = !page.events.empty() || sync_.record(page.users, &page.events);
+  if (marked && !page.events.empty()) {
     pending_.push_back({index, page.generation});
   } else if (page.events.empty() && page.users == 0) {
     unmap_page(index);

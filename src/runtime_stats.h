@@ -53,6 +53,11 @@ struct RuntimeStats {
     return driver.maps + driver.unmaps + driver.set_accesses + driver.creates + driver.releases +
            driver.reserves + driver.frees;
   }
+  // cuEventRecord + cuEventQuery + cuStreamWaitEvent: cheaper than VMM calls, still host time
+  // on the allocation path.
+  std::uint64_t event_calls() const {
+    return driver.event_records + driver.event_queries + driver.stream_waits;
+  }
 };
 
 void write_stats_json(const RuntimeStats& stats, std::ostream& out);

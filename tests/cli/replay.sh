@@ -25,6 +25,9 @@ assert 0 < d["utilization"] <= 1 and d["peak_reserved_bytes"] >= d["lower_bound_
 assert d["vmm_ops_median_per_iteration"] == 0 and d["vmm_ops_per_iteration"] == 0, d
 last = d["per_iteration"][-1]
 assert last["misses"] == 0 and last["conflicts"] == 0 and last["matched"] > 0, last
+# Profiling maps and retires packed pages (events mark when the GPU is done with them); a
+# single-stream plan followed exactly needs none.
+assert d["per_iteration"][0]["event_calls"] > 0 and last["event_calls"] == 0, d["per_iteration"]
 PY
 
 "$bin" replay "$tmp/tiny.trace" --backend host --conf granularity:2MiB > "$tmp/out.txt"

@@ -120,6 +120,7 @@ void print_json(const Summary& s) {
         .field("misses", it.misses)
         .field("conflicts", it.conflicts)
         .field("vmm_ops", it.vmm_calls)
+        .field("event_calls", it.event_calls)
         .field("plans_installed", it.plans_installed)
         .end_object();
   }
