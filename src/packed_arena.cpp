@@ -199,6 +199,7 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
 
 void PackedArena::unmap_page(std::uint64_t index) {
   Page& page = pages_[index];
+  drop_marker(page);
   driver_.unmap(base_ + index * granularity_, granularity_);
   if (page.detached) {
     add_span(index * granularity_, granularity_, home_);  // allocatable again
@@ -254,6 +255,7 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
       page.idle = false;
       --idle_pages_;
       ++page.generation;
+      drop_marker(page);
     }
     if (page.parked) {
       page.parked = false;
@@ -274,6 +276,7 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
 }
 
 void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by) {
+  std::uint32_t marker = kNoMarker;
   for (std::uint64_t i = first; i <= last; ++i) {
     Page& page = pages_[i];
     page.users |= used_by;
@@ -286,8 +289,13 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     }
     page.idle = true;
     // Marks the work that used it, so that the arena can take the page's chunk for another
-    // page once that work is done (take_idle_chunk) without a host wait.
-    if (!sync_.record(page.users, &page.events)) sync_.discard(&page.events);
+    // page once that work is done (take_idle_chunk) without a host wait. The pages this free
+    // empties share one marker, recorded on every stream that used any of them.
+    if (marker == kNoMarker) marker = new_marker(pages_used_by(first, last));
+    if (marker != kNoMarker) {
+      page.marker = marker;
+      ++markers_[marker].refs;
+    }
     idle_.push_back({i, page.generation});
     ++idle_pages_;
   }
@@ -319,12 +327,55 @@ void PackedArena::retire_oldest_idle() {
   }
 }
 
+StreamMask PackedArena::pages_used_by(std::uint64_t first, std::uint64_t last) const {
+  StreamMask users = 0;
+  for (std::uint64_t i = first; i <= last; ++i) users |= pages_[i].users;
+  return users;
+}
+
+std::uint32_t PackedArena::new_marker(StreamMask users) {
+  if (users == 0) return kNoMarker;
+  std::uint32_t m;
+  if (free_markers_.empty()) {
+    m = static_cast<std::uint32_t>(markers_.size());
+    markers_.emplace_back();
+  } else {
+    m = free_markers_.back();
+    free_markers_.pop_back();
+  }
+  Marker& marker = markers_[m];
+  marker.done = false;
+  marker.refs = 0;
+  if (!sync_.record(users, &marker.events)) {
+    sync_.discard(&marker.events);
+    free_markers_.push_back(m);
+    return kNoMarker;
+  }
+  return m;
+}
+
+bool PackedArena::marker_done(std::uint32_t m) {
+  Marker& marker = markers_[m];
+  if (!marker.done && sync_.completed(&marker.events)) marker.done = true;
+  return marker.done;
+}
+
+void PackedArena::drop_marker(Page& page) {
+  if (page.marker == kNoMarker) return;
+  Marker& marker = markers_[page.marker];
+  if (--marker.refs == 0) {
+    sync_.discard(&marker.events);
+    free_markers_.push_back(page.marker);
+  }
+  page.marker = kNoMarker;
+}
+
 bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
   for (auto it = idle_.begin(); it != idle_.end(); ++it) {
     Page& page = pages_[it->page];
     if (page.generation != it->generation || !page.idle) continue;
     if (first <= it->page && it->page <= last) continue;
-    const bool done = page.events.empty() ? page.users == 0 : sync_.completed(&page.events);
+    const bool done = page.marker == kNoMarker ? page.users == 0 : marker_done(page.marker);
     if (!done) continue;
     const std::uint64_t index = it->page;
     idle_.erase(it);
@@ -339,9 +390,18 @@ bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
 
 void PackedArena::retire(std::uint64_t index) {
   Page& page = pages_[index];
-  // An idle page's events, recorded as it emptied, already cover its last use.
-  const bool marked = !page.events.empty() || sync_.record(page.users, &page.events);
-  if (marked && !page.events.empty()) {
+  // An idle page's marker, recorded as it emptied, covers its last use: done, the page goes
+  // now; not yet, fresh events say when.
+  if (page.marker != kNoMarker) {
+    const bool done = marker_done(page.marker);
+    drop_marker(page);
+    if (done) {
+      page.chunk.users = 0;
+      unmap_page(index);
+      return;
+    }
+  }
+  if (sync_.record(page.users, &page.events) && !page.events.empty()) {
     pending_.push_back({index, page.generation});
   } else if (page.events.empty() && page.users == 0) {
     unmap_page(index);

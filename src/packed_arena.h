@@ -25,8 +25,9 @@
 // users the same way.
 //
 // Chunks come from PhysicalMemory's cache first, then from the arena's own idle pages (the one
-// emptied longest ago whose GPU work is done, per events recorded when it emptied: kept
-// mapped, an idle page costs nothing until a chunk is wanted elsewhere in the arena), then from
+// emptied longest ago whose GPU work is done, per a marker: events recorded when a free empties
+// pages, one per stream, shared by those pages; kept mapped, an idle page costs nothing until a
+// chunk is wanted elsewhere in the arena), then from
 // the plan pool's idle chunks when an
 // IdleChunkLender allows (idle_chunk_lender.h), and only then are created. An emptied lent
 // page stays mapped (parked) for the arena's next tensor until the pool wants the chunk back;
@@ -101,6 +102,7 @@ class PackedArena final : private ChunkBorrower {
  private:
   static constexpr std::uint32_t kOwnChunk = UINT32_MAX;
   static constexpr std::uint64_t kNoPlace = UINT64_MAX;
+  static constexpr std::uint32_t kNoMarker = UINT32_MAX;
   static constexpr int kPlacementCandidates = 8;
   struct Page {
     Chunk chunk;                 // valid while mapped
@@ -113,6 +115,13 @@ class PackedArena final : private ChunkBorrower {
     StreamMask users = 0;        // streams that used the page since it was mapped
     std::uint64_t generation = 0;  // bumped when a pending unmap is called off
     std::vector<vmm::EventHandle> events;  // pending unmap: the GPU is done when these are
+    std::uint32_t marker = kNoMarker;      // idle: when the GPU is done with its last use
+  };
+  // Events recorded when a free emptied pages, shared by those pages while they stay idle.
+  struct Marker {
+    std::vector<vmm::EventHandle> events;
+    std::uint32_t refs = 0;
+    bool done = false;
   };
   struct Pending {
     std::uint64_t page = 0;
@@ -147,6 +156,12 @@ class PackedArena final : private ChunkBorrower {
   void detach(std::uint64_t page) override;
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
+  StreamMask pages_used_by(std::uint64_t first, std::uint64_t last) const;
+  // A marker recorded on `users` now; kNoMarker when there is nothing to wait for or the driver
+  // refused.
+  std::uint32_t new_marker(StreamMask users);
+  bool marker_done(std::uint32_t marker);
+  void drop_marker(Page& page);
   // Unmaps the idle page emptied longest ago whose GPU work is done, but for pages first..last,
   // its chunk going to PhysicalMemory's cache; false when there is none.
   bool take_idle_chunk(std::uint64_t first, std::uint64_t last);
@@ -176,6 +191,8 @@ class PackedArena final : private ChunkBorrower {
   // free spans the allocation chose do not change under it.
   bool allocating_ = false;
   std::vector<std::uint64_t> deferred_;
+  std::vector<Marker> markers_;
+  std::vector<std::uint32_t> free_markers_;
 };
 
 }  // namespace stalloc
