@@ -375,8 +375,11 @@ bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
     Page& page = pages_[it->page];
     if (page.generation != it->generation || !page.idle) continue;
     if (first <= it->page && it->page <= last) continue;
+    // Pages emptied later were marked later: when this one's GPU work is not done, theirs is
+    // unlikely to be, and querying each (a driver call per page, on every page mapped) would
+    // cost more than the chunk saves.
     const bool done = page.marker == kNoMarker ? page.users == 0 : marker_done(page.marker);
-    if (!done) continue;
+    if (!done) return false;
     const std::uint64_t index = it->page;
     idle_.erase(it);
     page.idle = false;

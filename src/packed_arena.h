@@ -162,8 +162,8 @@ class PackedArena final : private ChunkBorrower {
   std::uint32_t new_marker(StreamMask users);
   bool marker_done(std::uint32_t marker);
   void drop_marker(Page& page);
-  // Unmaps the idle page emptied longest ago whose GPU work is done, but for pages first..last,
-  // its chunk going to PhysicalMemory's cache; false when there is none.
+  // Unmaps the idle page emptied longest ago (but for pages first..last) if its GPU work is
+  // done, its chunk going to PhysicalMemory's cache; false otherwise.
   bool take_idle_chunk(std::uint64_t first, std::uint64_t last);
   // Starts the unmap of the idle page emptied longest ago.
   void retire_oldest_idle();

@@ -27,9 +27,17 @@ void FaultInjectingDriver::hold_events(bool held) {
 Status FaultInjectingDriver::event_query(EventHandle event) {
   {
     std::lock_guard lock(mu_);
-    if (events_held_) return Status::NotReady;
+    if (events_held_) {
+      ++held_queries_;
+      return Status::NotReady;
+    }
   }
   return inner_.event_query(event);
+}
+
+std::uint64_t FaultInjectingDriver::held_queries() const {
+  std::lock_guard lock(mu_);
+  return held_queries_;
 }
 
 std::uint64_t FaultInjectingDriver::injected() const {

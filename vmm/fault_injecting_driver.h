@@ -41,8 +41,10 @@ class FaultInjectingDriver final : public Driver {
   std::uint64_t calls(CallMask mask) const;
   // Failures injected so far.
   std::uint64_t injected() const;
-  // While held, every event query answers NotReady.
+  // While held, every event query answers NotReady (and is counted here, not by the inner
+  // driver).
   void hold_events(bool held);
+  std::uint64_t held_queries() const;
 
   std::string_view name() const override { return inner_.name(); }
   int device() const override { return inner_.device(); }
@@ -93,6 +95,7 @@ class FaultInjectingDriver final : public Driver {
   std::uint64_t armed_remaining_ = 0;  // matching calls until the failure; 0: disarmed
   Status armed_status_ = Status::OutOfMemory;
   bool events_held_ = false;
+  std::uint64_t held_queries_ = 0;
 };
 
 }  // namespace stalloc::vmm

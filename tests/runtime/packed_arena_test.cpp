@@ -198,6 +198,29 @@ TEST(PackedArena, EmptiedPagesTakenAgainLeaveBoundedBookkeeping) {
   EXPECT_LE(f.arena.idle_entries(), 2u + 64u + 1u);
 }
 
+// While the GPU is behind, each page mapped asks about the oldest idle page only: pages
+// emptied later were marked later. Six idle pages, eight pages to map: at most eight queries,
+// not one per idle page per page mapped.
+TEST(PackedArena, InFlightIdlePagesCostOneQueryPerPageMapped) {
+  ArenaFixture f(0, 16);
+  std::string why;
+  f.driver.hold_events(true);
+  std::vector<vmm::DevicePtr> xs;
+  for (int i = 0; i < 6; ++i) {
+    xs.push_back(f.arena.allocate(kG, 0, &why));
+    ASSERT_NE(xs.back(), 0u) << why;
+  }
+  ASSERT_NE(f.arena.allocate(512, 0, &why), 0u) << why;
+  for (vmm::DevicePtr x : xs) EXPECT_TRUE(f.arena.free(x, 1));
+  const auto queries = f.driver.held_queries();
+  const auto reserved = f.memory.reserved_bytes();
+  ASSERT_NE(f.arena.allocate(8 * kG, 0, &why), 0u) << why;
+  EXPECT_EQ(f.memory.reserved_bytes(), reserved + 8 * kG);  // none of them was done
+  EXPECT_GT(f.driver.held_queries(), queries);
+  EXPECT_LE(f.driver.held_queries(), queries + 8);
+  f.driver.hold_events(false);
+}
+
 // The pages one free empties share one marker: one event per stream that used them, not one
 // per page (llama7b-varlen-16 at G = 2 MiB: 6.7k-20k event calls per iteration -> 1.5k-4.8k).
 TEST(PackedArena, PagesEmptiedByOneFreeShareTheirEvents) {
