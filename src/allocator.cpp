@@ -44,11 +44,12 @@ constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
 // serve the Dynamic tensors that do not fit their views, every iteration: they keep every
 // emptied page, or each iteration maps and unmaps those pages again, and an arena short of a
 // chunk takes one of its own idle pages whose GPU work is done before it borrows or creates
-// one (G = 2 MiB, VMM calls per steady iteration mean / median: qwen-moe-16 1,286 / 381 with
-// 256 MiB kept, 1,591 / 558 kept without bound; llama7b-varlen-16, whose sequence lengths make
-// the arenas' share go up and down, 7,475 / 4,004 -> 3,655 / 684, and 99.39% -> 99.64%
-// utilization). While profiling, 256 MiB raised gpt2-1024-mbs128-r's peak by 2% (before idle
-// pages could be taken back), so 32 MiB are kept then.
+// one (G = 2 MiB, 256 MiB kept -> all kept and taken back, utilization and VMM calls per
+// steady iteration mean / median: qwen-moe-16 99.68%, 1,286 / 381 -> 99.93%, 1,591 / 558, and
+// a median of 0 in the second half of 32 iterations; llama7b-varlen-16, whose sequence lengths
+// move the arenas' share up and down, 99.39%, 7,475 / 4,004 -> 99.64%, 3,655 / 684). Kept
+// without bound while profiling too, gpt2-1024-mbs128-r at 32 MiB fell from 98.55% to 97.58%,
+// so 32 MiB are kept then.
 constexpr std::uint64_t kIdleBytes = std::uint64_t{32} << 20;
 constexpr std::uint64_t kDynamicIdleBytes = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t kTransitionsKept = 1024;
