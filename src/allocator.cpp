@@ -379,11 +379,10 @@ void Runtime::end_iteration() {
     SignatureKey key;
     if (served_by_active()) {
       key = key_of(active_->plan().signature);
-      if (off_plan_requests() > 0) {
+      if (const std::uint64_t off = off_plan_requests(); off > 0) {
         log("stalloc runtime: iteration " + std::to_string(iteration) +
             " followed its plan of " + std::to_string(active_->slot_count()) + " slots, " +
-            std::to_string(off_plan_requests()) +
-            (off_plan_requests() == 1 ? " request or slot" : " requests or slots") +
+            std::to_string(off) + (off == 1 ? " request or slot" : " requests or slots") +
             " off it: not planned");
       }
     } else {

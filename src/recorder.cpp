@@ -145,10 +145,6 @@ void Recorder::compare_sizes() {
   o.last = std::move(sizes);
 }
 
-bool Recorder::sizes_vary_together() const {
-  return vary_together(iteration_trace(VaryingSizes::Largest));
-}
-
 bool Recorder::vary_together(const Trace& at_largest) const {
   auto it = largest_.find(allocations_in(current_));
   if (it == largest_.end()) return false;

@@ -38,15 +38,9 @@ class Recorder {
   // current one included once compare_sizes was called): Largest plans every allocation at a varying ordinal (see varying_ordinals) at
   // the largest size that ordinal had; Dynamic marks the allocations at varying ordinals
   // dynamic (the planner makes them Dynamic slots, and the signature leaves their sizes out);
-  // Auto is Largest where sizes_vary_together, else Dynamic; *chosen (if given) gets the one
-  // applied.
+  // Auto is Largest where the sizes vary together (vary_together), else Dynamic; *chosen (if
+  // given) gets the one applied.
   Trace iteration_trace(VaryingSizes policy, VaryingSizes* chosen = nullptr) const;
-  // Whether the current allocation count's varying ordinals grow and shrink together, as every
-  // activation does with a sequence length: one plan at the largest sizes seen then holds no
-  // more at its peak than the largest iteration seen (within 1/kTogetherSlack). MoE expert
-  // buffers vary apart (the routing moves tokens between them): their largest sizes together
-  // exceed every iteration's peak.
-  bool sizes_vary_together() const;
   // Which ordinals of finished iterations with this many allocations changed size at least
   // twice; null when no such iteration finished.
   const std::vector<bool>* varying_ordinals(std::size_t allocations) const;
@@ -64,7 +58,11 @@ class Recorder {
 
  private:
   void push(const Event& e, vmm::DevicePtr address);
-  // sizes_vary_together, given the current iteration at its largest sizes.
+  // Whether the current allocation count's varying ordinals grow and shrink together, as every
+  // activation does with a sequence length, given the current iteration at its largest sizes:
+  // that trace then holds no more at its peak than the largest iteration seen (within
+  // 1/kTogetherSlack). MoE expert buffers vary apart (the routing moves tokens between them):
+  // their largest sizes together exceed every iteration's peak.
   bool vary_together(const Trace& at_largest) const;
 
   static constexpr std::size_t kLargestKept = 64;

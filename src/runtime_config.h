@@ -23,7 +23,7 @@ enum class VaryingSizes : std::uint8_t {
   Off,      // plan the sizes of the planned iteration only; a larger request later is a miss
   Dynamic,  // such ordinals become Dynamic slots, packed on pool chunks idle at the time
   Largest,  // such ordinals are planned at the largest size seen; smaller requests fit in them
-  Auto,     // Largest where the sizes vary together (Recorder::sizes_vary_together), else Dynamic
+  Auto,     // Largest where the sizes vary together (Recorder::iteration_trace), else Dynamic
 };
 
 struct RuntimeConfig {

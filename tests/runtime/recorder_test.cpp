@@ -77,7 +77,10 @@ TEST(Recorder, SizesVaryTogetherWhenTheirLargestFitTheLongestIteration) {
       record_iteration(r, iterations[i]);
     }
     r.compare_sizes();
-    return r.sizes_vary_together();
+    VaryingSizes chosen = VaryingSizes::Off;
+    r.iteration_trace(VaryingSizes::Auto, &chosen);
+    EXPECT_NE(chosen, VaryingSizes::Off);
+    return chosen == VaryingSizes::Largest;
   };
   EXPECT_TRUE(together_after({{10, 100, 200}, {10, 150, 300}, {10, 120, 240}}));
   EXPECT_FALSE(together_after({{10, 100, 200}, {10, 200, 100}, {10, 150, 150}}));
