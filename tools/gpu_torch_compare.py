@@ -4,8 +4,9 @@
     python3 tools/gpu_torch_compare.py --allocator default|expandable|stalloc [--json OUT]
 
 Each allocator needs a fresh process (PyTorch's allocator is chosen before the first CUDA
-tensor), so tools/gpu_check.sh runs this script three times and compares the JSON it writes:
-peak reserved, peak allocated, utilization and the median iteration time. The model has random
+tensor), so tools/gpu_check.sh runs this script once per allocator and compares the JSON it
+writes: peak reserved, peak allocated, utilization, the median iteration time and the loss of
+every iteration. The model has random
 weights and random tokens (nothing is downloaded); sequence lengths vary per iteration and the
 blocks use activation checkpointing, the two things that make PyTorch's caching allocator
 fragment.
@@ -73,7 +74,9 @@ def main():
 
         def forward(self, tokens):
             s = tokens.shape[1]
-            mask = torch.triu(torch.full((s, s), float("-inf"), device=tokens.device), diagonal=1)
+            # Boolean (True: may not attend): attention converts it to the query's dtype, where a
+            # float32 mask beside bf16 activations is refused by some attention kernels.
+            mask = torch.ones((s, s), dtype=torch.bool, device=tokens.device).triu(diagonal=1)
             x = self.embed(tokens)
             for block in self.blocks:
                 x = checkpoint(block, x, mask, use_reentrant=False)
@@ -83,6 +86,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     seqs = [int(s) for s in args.seq_lens.split(",")]
     times = []
+    losses = []
     for it in range(args.iterations):
         s = seqs[it % len(seqs)]
         tokens = torch.randint(0, args.vocab, (args.batch, s + 1), device=device)
@@ -93,10 +97,11 @@ def main():
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if args.allocator == "stalloc":
+            stalloc.step()  # timed: installing a plan is part of what stalloc costs
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-        if args.allocator == "stalloc":
-            stalloc.step()
+        losses.append(loss.item())
 
     if args.allocator == "stalloc":
         s = stalloc.stats()["devices"]["0"]
@@ -115,6 +120,9 @@ def main():
         "utilization": peak_allocated / peak_reserved if peak_reserved else 0.0,
         "median_iteration_ms": 1000 * statistics.median(steady),
         "iterations": args.iterations,
+        # Same seed, weights and tokens under every allocator: a tensor whose memory another
+        # one overwrote shows here (gpu_check.sh compares them against the default allocator's).
+        "losses": losses,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(),
         **extra,

@@ -35,9 +35,11 @@ struct Process {
   std::array<bool, kMaxDevices> failed{};
 };
 
+// Never destroyed, as PyTorch's own allocator: CUDA tensors freed during interpreter shutdown
+// reach this library after static destructors would have run, and libcuda may be gone by then.
 Process& process() {
-  static Process p;
-  return p;
+  static Process* p = new Process;
+  return *p;
 }
 
 void write_error(char* buffer, std::size_t size, const std::string& message) {

@@ -90,6 +90,7 @@ class Driver {
   virtual Status free_reservation(DevicePtr ptr, std::size_t size) = 0;
 
   // Maps [offset, offset+size) of chunk at ptr. ptr lies in a reservation and is not mapped.
+  // offset must be 0, as CUDA requires for now (the host backend refuses any other).
   virtual Status map(DevicePtr ptr, std::size_t size, std::size_t offset, ChunkHandle chunk) = 0;
   // Must cover exactly one mapped range, as cuMemUnmap does for a range mapped by one call.
   virtual Status unmap(DevicePtr ptr, std::size_t size) = 0;

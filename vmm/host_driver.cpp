@@ -192,15 +192,14 @@ class HostDriver final : public Driver {
   }
 
   Status map(DevicePtr ptr, std::size_t size, std::size_t offset, ChunkHandle handle) override {
-    if (!aligned(ptr) || !aligned(size) || !aligned(offset) || size == 0 || !fits(ptr, size)) {
+    // cuMemMap: "offset ... currently must be zero".
+    if (!aligned(ptr) || !aligned(size) || offset != 0 || size == 0 || !fits(ptr, size)) {
       return Status::InvalidValue;
     }
     std::lock_guard lock(mu_);
     auto chunk = chunks_.find(handle);
     if (chunk == chunks_.end() || chunk->second.released) return Status::InvalidHandle;
-    if (offset > chunk->second.size || size > chunk->second.size - offset) {
-      return Status::InvalidValue;
-    }
+    if (size > chunk->second.size) return Status::InvalidValue;
     if (!inside_reservation(ptr, size) || any_mapping_in(ptr, size)) return Status::InvalidValue;
     // The mapping takes one area and the run it lands in becomes `gaps` runs.
     const std::size_t gaps = bordering_gaps(ptr, size);

@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "backward requests (thread 1) from a second thread in the trace's order. Background\n"
     "planning is waited for at each boundary, so results are deterministic.\n"
     "  --plan PLAN     install this plan (stalloc plan) before the first request\n"
-    "  --backend B     VMM backend (default host); overrides backend in --conf\n"
+    "  --backend B     VMM backend (default host); overrides backend in --conf; cuda\n"
+    "                  replays traces of one stream only\n"
     "  --verify        write a pattern into each allocation (first and last 64 bytes and 64\n"
     "                  bytes per MiB) and check it before the free; exit 1 on a mismatch\n"
     "  --conf CONF     STALLOC_CONF settings (docs/runtime.md)\n"
@@ -185,6 +186,17 @@ int run_replay(const std::vector<std::string>& raw) {
     throw UsageError(pos[0] + ": malformed trace: " + problem);
   }
   Runtime runtime(config);
+  // A trace names streams by index; only index 0 (the default stream) is a stream on a GPU.
+  if (runtime.driver().name() != "host") {
+    std::uint32_t last = 0;
+    for (const Event& e : trace.events) last = std::max(last, e.stream);
+    if (last != 0) {
+      throw UsageError(pos[0] + ": a trace of " + std::to_string(last + 1) +
+                       " streams replays on the host backend only (the " +
+                       std::string(runtime.driver().name()) +
+                       " backend would take stream indices for stream handles)");
+    }
+  }
   if (have_plan) {
     ChunkPlan plan = read_plan(plan_path);
     require_plan_matches(plan, signature_of(trace, plan.iteration));
