@@ -6,10 +6,10 @@
 Each allocator needs a fresh process (PyTorch's allocator is chosen before the first CUDA
 tensor), so tools/gpu_check.sh runs this script once per allocator and compares the JSON it
 writes: peak reserved, peak allocated, utilization, the median iteration time and the loss of
-every iteration. The model has random
-weights and random tokens (nothing is downloaded); sequence lengths vary per iteration and the
-blocks use activation checkpointing, the two things that make PyTorch's caching allocator
-fragment.
+every iteration. The model has random weights and random tokens (nothing is downloaded);
+sequence lengths vary per iteration and the blocks use activation checkpointing, the two things
+that make PyTorch's caching allocator fragment. The batch comes from a side stream, so that
+stalloc's record_stream and its ordering of memory between streams run on the GPU too.
 """
 
 import argparse
@@ -87,9 +87,16 @@ def main():
     seqs = [int(s) for s in args.seq_lens.split(",")]
     times = []
     losses = []
+    # The batch is made on a side stream, as a data loader's prefetch would, and handed to the
+    # training stream with record_stream: the allocator must not give its memory to the side
+    # stream's next batch before the training stream is done with it.
+    side = torch.cuda.Stream()
     for it in range(args.iterations):
         s = seqs[it % len(seqs)]
-        tokens = torch.randint(0, args.vocab, (args.batch, s + 1), device=device)
+        with torch.cuda.stream(side):
+            tokens = torch.randint(0, args.vocab, (args.batch, s + 1), device=device)
+        torch.cuda.current_stream().wait_stream(side)
+        tokens.record_stream(torch.cuda.current_stream())
         torch.cuda.synchronize()
         start = time.perf_counter()
         logits = model(tokens[:, :-1])
