@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, in one run of under 8 minutes on the device machine (CUDA 13, CMake,
 # ninja, PyTorch; no GoogleTest, no Google Benchmark, no network). Prepare here first with
-# tools/gpu_prepare.sh, then: run(command="bash tools/gpu_check.sh", carry=[".device"]).
+# tools/gpu_prepare.sh, then: run(command="bash tools/gpu_check.sh", carry=[".device"], timeout_s=480).
 #
 # Everything lands in ${OUT:-/tmp/gpu_check}/ (at most 8 files come back from a device run):
 #   summary.log   each section's result, environment, vmm-demo output

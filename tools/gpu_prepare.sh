@@ -2,7 +2,7 @@
 # Run here, before a GPU check: copies what tools/gpu_check.sh needs and the GPU machine lacks
 # (it has CUDA, CMake, ninja and PyTorch, but no GoogleTest, no Google Benchmark, no network) into
 # .device/ (git-ignored), which the device run then carries:
-#   run(command="bash tools/gpu_check.sh", carry=[".device"])
+#   run(command="bash tools/gpu_check.sh", carry=[".device"], timeout_s=480)
 # .device/googletest: the GoogleTest sources (built there with -DSTALLOC_GTEST_SOURCE).
 # .device/benchmark: Google Benchmark's headers, libraries and CMake package, laid out as under
 #   /usr so that the package finds its files relative to itself (-Dbenchmark_DIR).
