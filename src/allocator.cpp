@@ -205,22 +205,26 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     // of an overlapping budget); else the first, if parked chunks are all that is in the way.
     for (std::uint64_t start = 0; start < starts && !occupied; ++start) {
       active_->fit_dynamic(k, size, start);
-      occupied = pool_.try_occupy(slot.pieces, &sync_with);
+      occupied = pool_.try_occupy(slot.footprint, &sync_with);
     }
     if (!occupied) active_->fit_dynamic(k, size, 0);
   } else if (!slot.live) {
-    occupied = pool_.try_occupy(slot.pieces, &sync_with);
+    occupied = pool_.try_occupy(slot.footprint, &sync_with);
   }
   // A chunk lent to a packed arena and parked there comes back at once when the slot wants it.
-  if (!occupied && (slot.live || !(lender_.reclaim(slot.pieces) &&
-                                   pool_.try_occupy(slot.pieces, &sync_with)))) {
-    lender_.want(slot.pieces);
+  if (!occupied) {
+    conflict_pieces_.clear();
+    slot.footprint.append_pieces(granularity_, &conflict_pieces_);
+  }
+  if (!occupied && (slot.live || !(lender_.reclaim(conflict_pieces_) &&
+                                   pool_.try_occupy(slot.footprint, &sync_with)))) {
+    lender_.want(conflict_pieces_);
     ++stats_.conflicts;
     return 0;
   }
   if (!active_->ensure_mapped(k) || !sync_.order_after(sync_with, stream)) {
     // The chunks keep the streams the slot would have waited for.
-    pool_.vacate(slot.pieces, sync_with);
+    pool_.vacate(slot.footprint, sync_with);
     ++stats_.conflicts;
     return 0;
   }
@@ -266,6 +270,7 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   if (slot_index != SIZE_MAX) {
     active_->slot(slot_index).tenant_id = id;
     active_->slot(slot_index).tenant_size = size;
+    live_planned_.insert(p, {active_, static_cast<std::uint32_t>(slot_index)});
   } else {
     unplanned_.emplace(p, Unplanned{id, size, s, StreamSync::bit(s), arena});
   }
@@ -277,19 +282,15 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
 }
 
 bool Runtime::free_planned(vmm::DevicePtr p, std::uint16_t thread) {
-  for (const auto& plan : cache_.installed()) {
-    if (!plan->contains(p)) continue;
-    const std::size_t k = plan->live_slot_at(p);
-    if (k == SIZE_MAX) return false;
-    SlotState& slot = plan->slot(k);
-    pool_.vacate(slot.pieces, slot.used_by);
-    slot.live = false;
-    plan->on_vacated(k);
-    recorder_.free(slot.tenant_id, slot.tenant_size, slot.tenant_stream, thread, p);
-    stats_.allocated_bytes -= slot.tenant_size;
-    return true;
-  }
-  return false;
+  const LiveSlot live = live_planned_.take(p);
+  if (live.plan == nullptr) return false;
+  SlotState& slot = live.plan->slot(live.slot);
+  pool_.vacate(slot.footprint, slot.used_by);
+  slot.live = false;
+  live.plan->on_vacated(live.slot);
+  recorder_.free(slot.tenant_id, slot.tenant_size, slot.tenant_stream, thread, p);
+  stats_.allocated_bytes -= slot.tenant_size;
+  return true;
 }
 
 void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
@@ -320,10 +321,8 @@ void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
   std::lock_guard lock(mutex_);
   const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
   const StreamMask bit = StreamSync::bit(sync_.index_of(stream));
-  for (const auto& plan : cache_.installed()) {
-    if (!plan->contains(p)) continue;
-    const std::size_t k = plan->live_slot_at(p);
-    if (k != SIZE_MAX) plan->slot(k).used_by |= bit;
+  if (const LiveSlot live = live_planned_.find(p); live.plan != nullptr) {
+    live.plan->slot(live.slot).used_by |= bit;
     return;
   }
   auto it = unplanned_.find(p);

@@ -29,6 +29,7 @@
 
 #include "planner/chunk_plan.h"
 #include "src/idle_chunk_lender.h"
+#include "src/live_slot_table.h"
 #include "src/packed_arena.h"
 #include "src/period_detector.h"
 #include "src/physical_memory.h"
@@ -134,6 +135,8 @@ class Runtime {
   Recorder recorder_;
   PeriodDetector detector_;
   std::unordered_map<vmm::DevicePtr, Unplanned> unplanned_;
+  LiveSlotTable live_planned_;
+  std::vector<ChunkPiece> conflict_pieces_;  // a slot's footprint, for the lender
   std::uint64_t arena_idle_bytes_;  // emptied own pages each packed arena keeps mapped
   std::vector<std::thread::id> threads_;
 

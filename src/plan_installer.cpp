@@ -80,9 +80,16 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   const ChunkPlan& cp = p->plan_;
   p->slots_.resize(cp.slots.size());
   p->varies_.assign(cp.slots.size(), false);
+  std::vector<std::uint32_t> footprint_of(cp.slots.size(), UINT32_MAX);
   for (std::size_t i = 0; i < cp.slots.size(); ++i) {
     const PlannedSlot& s = cp.slots[i];
-    if (!s.chunks.empty()) append_pieces(s.chunks, s.offset, s.size, g, &p->slots_[i].pieces);
+    if (s.chunks.empty()) continue;
+    p->pieces_.clear();
+    append_pieces(s.chunks, s.offset, s.size, g, &p->pieces_);
+    footprint_of[i] = p->footprints_.add(p->pieces_, g);
+  }
+  for (std::size_t i = 0; i < cp.slots.size(); ++i) {
+    if (footprint_of[i] != UINT32_MAX) p->slots_[i].footprint = p->footprints_.at(footprint_of[i]);
   }
   p->order_chunks_by_last_use();
   const std::uint64_t pages = p->lay_out_views();
@@ -101,7 +108,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   }
   if (cp.mode == PlanMode::Alias) {
     for (std::size_t v = 0; v < p->views_.size(); ++v) {
-      if (!p->map_view(p->views_[v])) {
+      if (!p->map_view(static_cast<std::uint32_t>(v))) {
         *why = "mapping the plan failed after " + std::to_string(v) + " of " +
                std::to_string(p->views_.size()) + " views, " +
                std::to_string(p->live_mappings_) + " chunk mappings (live mappings limit?)";
@@ -163,7 +170,6 @@ std::uint64_t InstalledPlan::lay_out_views() {
         holding[chunks[j]].emplace_back(view, static_cast<std::uint32_t>(j));
       }
       pages += chunks.size();
-      page_view_.resize(pages, view);
     }
     View& v = views_[view];
     v.first_window = std::min(v.first_window, first);
@@ -171,6 +177,8 @@ std::uint64_t InstalledPlan::lay_out_views() {
     slots_[i].range = (v.first_page + at) * granularity_;
     slot_view_[i] = view;
   }
+  view_live_.assign(views_.size(), 0);
+  view_used_by_.assign(views_.size(), 0);
   if (windowed) {
     starting_in_window_.resize(windows);
     for (std::size_t v = 0; v < views_.size(); ++v) {
@@ -225,7 +233,7 @@ std::vector<InstalledPlan::ViewInfo> InstalledPlan::views() const {
 
 void InstalledPlan::retire() {
   StreamMask users = 0;
-  for (const View& v : views_) users |= v.used_by;
+  for (StreamMask used_by : view_used_by_) users |= used_by;
   // A driver that refuses the event leaves nothing to wait for: the views go at once, as they
   // did before plans were retired.
   if (users != 0 && !sync_.record(users, &retire_after_)) sync_.discard(&retire_after_);
@@ -235,14 +243,15 @@ bool InstalledPlan::gpu_done() { return sync_.completed(&retire_after_); }
 
 InstalledPlan::~InstalledPlan() {
   sync_.discard(&retire_after_);
-  for (View& v : views_) {
-    sync_.discard(&v.unmap_after);
-    if (v.mapped > 0) unmap_view(v);
+  for (std::uint32_t o = 0; o < views_.size(); ++o) {
+    sync_.discard(&views_[o].unmap_after);
+    if (views_[o].mapped > 0) unmap_view(o);
   }
   if (bytes_ > 0) driver_.free_reservation(base_, bytes_);
 }
 
-bool InstalledPlan::map_view(View& v) {
+bool InstalledPlan::map_view(std::uint32_t view) {
+  View& v = views_[view];
   const vmm::DevicePtr base = base_ + v.first_page * granularity_;
   for (; v.mapped < v.chunks.size(); ++v.mapped) {
     if (driver_.map(base + v.mapped * granularity_, granularity_, 0,
@@ -256,16 +265,17 @@ bool InstalledPlan::map_view(View& v) {
           vmm::Status::Success) {
     return true;
   }
-  unmap_view(v);
+  unmap_view(view);
   return false;
 }
 
-void InstalledPlan::unmap_view(View& v) {
+void InstalledPlan::unmap_view(std::uint32_t view) {
+  View& v = views_[view];
   const vmm::DevicePtr base = base_ + v.first_page * granularity_;
   for (std::size_t j = 0; j < v.mapped; ++j) driver_.unmap(base + j * granularity_, granularity_);
   live_mappings_ -= v.mapped;
   v.mapped = 0;
-  v.used_by = 0;
+  view_used_by_[view] = 0;
 }
 
 std::uint64_t InstalledPlan::dynamic_starts(std::size_t index, std::uint64_t size) const {
@@ -280,9 +290,12 @@ std::uint64_t InstalledPlan::dynamic_starts(std::size_t index, std::uint64_t siz
 void InstalledPlan::fit_dynamic(std::size_t index, std::uint64_t size, std::uint64_t start) {
   SlotState& slot = slots_[index];
   slot.shift = start * granularity_;
-  slot.pieces.clear();
+  pieces_.clear();
   append_pieces(range_chunks(index), plan_.slots[index].offset + slot.shift, size, granularity_,
-                &slot.pieces);
+                &pieces_);
+  FootprintTable& table = dynamic_footprints_[index];
+  table.clear();
+  slot.footprint = table.at(table.add(pieces_, granularity_));
 }
 
 void InstalledPlan::set_varying(const std::vector<bool>& by_ordinal) {
@@ -293,17 +306,15 @@ void InstalledPlan::set_varying(const std::vector<bool>& by_ordinal) {
 }
 
 void InstalledPlan::on_occupied(std::size_t index) {
-  views_[slot_view_[index]].live_slots.push_back(static_cast<std::uint32_t>(index));
+  ++view_live_[slot_view_[index]];
   ++live_slots_;
 }
 
 void InstalledPlan::on_vacated(std::size_t index) {
-  View& v = views_[slot_view_[index]];
-  auto it = std::find(v.live_slots.begin(), v.live_slots.end(), static_cast<std::uint32_t>(index));
-  *it = v.live_slots.back();
-  v.live_slots.pop_back();
+  const std::uint32_t view = slot_view_[index];
+  --view_live_[view];
   --live_slots_;
-  v.used_by |= slots_[index].used_by;
+  view_used_by_[view] |= slots_[index].used_by;
 }
 
 bool InstalledPlan::ensure_mapped(std::size_t index) {
@@ -312,7 +323,7 @@ bool InstalledPlan::ensure_mapped(std::size_t index) {
   View& v = views_[o];
   cancel_unmap(o);
   if (v.mapped == v.chunks.size()) return true;
-  if (!map_view(v)) return false;
+  if (!map_view(o)) return false;
   mapped_views_.push_back(o);
   return true;
 }
@@ -341,20 +352,20 @@ void InstalledPlan::enter_window(std::uint32_t window) {
   // Map eagerly: a failure here is not fatal, ensure_mapped retries when a slot is handed out.
   for (std::uint32_t o : starting_in_window_[window]) {
     cancel_unmap(o);
-    if (views_[o].mapped == 0 && map_view(views_[o])) mapped_views_.push_back(o);
+    if (views_[o].mapped == 0 && map_view(o)) mapped_views_.push_back(o);
   }
   // Retire what this window no longer needs: an event on each stream that used the view says
   // when the GPU is done with it; a view nobody used since it was mapped can go at once.
   std::size_t kept = 0;
   for (std::uint32_t o : mapped_views_) {
     View& v = views_[o];
-    const bool needed = !v.live_slots.empty() || (v.first_window <= window && window <= v.last_window);
+    const bool needed = view_live_[o] > 0 || (v.first_window <= window && window <= v.last_window);
     if (!needed && v.unmap_after.empty()) {
-      if (v.used_by == 0) {
-        unmap_view(v);
+      if (view_used_by_[o] == 0) {
+        unmap_view(o);
         continue;
       }
-      if (sync_.record(v.used_by, &v.unmap_after)) {
+      if (sync_.record(view_used_by_[o], &v.unmap_after)) {
         retiring_.push_back(o);
       } else {
         sync_.discard(&v.unmap_after);
@@ -368,7 +379,7 @@ void InstalledPlan::enter_window(std::uint32_t window) {
   for (std::uint32_t o : retiring_) {
     View& v = views_[o];
     if (sync_.completed(&v.unmap_after)) {
-      unmap_view(v);
+      unmap_view(o);
       mapped_views_.erase(std::find(mapped_views_.begin(), mapped_views_.end(), o));
     } else {
       retiring_[waiting++] = o;

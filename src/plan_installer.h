@@ -18,13 +18,14 @@
 // twice the largest size seen), mapped like any other: whatever size its tensor has in this
 // iteration, it takes bytes of that view, with no VMM call, from the first page at which the
 // pool finds them free (the budgets of Dynamic slots live at once may overlap; fit_dynamic sets
-// the pieces of each tenant, and the occupancy check settles who gets them).
+// the footprint of each tenant, and the occupancy check settles who gets them).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/chunk_plan.h"
@@ -36,7 +37,7 @@ namespace stalloc {
 
 struct SlotState {
   vmm::DevicePtr range = 0;        // where the slot's first chunk is mapped (0 without a view)
-  std::vector<ChunkPiece> pieces;  // the bytes it occupies in the pool, chunk by chunk
+  Footprint footprint;             // the bytes it occupies in the pool (in the plan's tables)
   bool live = false;
   std::uint64_t tenant_id = 0;     // the live tenant's request id (recorder)
   std::uint64_t tenant_size = 0;   // its requested size (at most the slot's, but in a Dynamic one)
@@ -64,17 +65,6 @@ class InstalledPlan {
     return slots_[index].range + plan_.slots[index].offset + slots_[index].shift;
   }
 
-  bool contains(vmm::DevicePtr p) const { return p - base_ < bytes_; }
-  // The live slot whose tensor starts at p; SIZE_MAX when none. Views are disjoint ranges and
-  // few of a view's slots live at once, so the view's live list is short.
-  std::size_t live_slot_at(vmm::DevicePtr p) const {
-    if (!contains(p)) return SIZE_MAX;
-    for (std::uint32_t k : views_[page_view_[(p - base_) / granularity_]].live_slots) {
-      if (address(k) == p) return k;
-    }
-    return SIZE_MAX;
-  }
-
   // Windowed mode: the iteration reached the window of plan time `time`; maps the views whose
   // slots' lifetimes start by then, retires those that are over, and unmaps retired ones whose
   // events completed. Alias mode: nothing to do.
@@ -88,7 +78,7 @@ class InstalledPlan {
   // later one that leaves the tensor inside the slot's budget; 0 when none does.
   std::uint64_t dynamic_starts(std::size_t index, std::uint64_t size) const;
   // A Dynamic slot is about to take a tensor of `size` bytes starting `start` pages in (below
-  // dynamic_starts): sets its pieces to the bytes the tensor covers.
+  // dynamic_starts): sets its footprint to the bytes the tensor covers.
   void fit_dynamic(std::size_t index, std::uint64_t size, std::uint64_t start);
 
   // Slots whose size varies between iterations: a smaller request fits in them.
@@ -125,8 +115,6 @@ class InstalledPlan {
     std::uint64_t first_page = 0;        // in the reservation
     std::vector<std::uint32_t> chunks;   // pool chunks, in address order
     std::size_t mapped = 0;              // how many of them are mapped (all, or none between calls)
-    std::vector<std::uint32_t> live_slots;  // live slots using it
-    StreamMask used_by = 0;              // streams that used it since it was mapped
     std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
     std::uint32_t first_window = UINT32_MAX;
     std::uint32_t last_window = 0;
@@ -141,8 +129,8 @@ class InstalledPlan {
   // Gives every slot with chunks a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
   void order_chunks_by_last_use();
-  bool map_view(View& v);
-  void unmap_view(View& v);
+  bool map_view(std::uint32_t view);
+  void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
   // A view wanted again before its lazy unmap keeps its mapping.
   void cancel_unmap(std::uint32_t view);
@@ -155,13 +143,19 @@ class InstalledPlan {
   vmm::DevicePtr base_ = 0;
   std::uint64_t bytes_ = 0;
   std::vector<SlotState> slots_;
+  FootprintTable footprints_;  // of the slots with planned chunks, in slot order
+  std::unordered_map<std::size_t, FootprintTable> dynamic_footprints_;  // a Dynamic slot's tenant
+  std::vector<ChunkPiece> pieces_;  // fit_dynamic's scratch
   std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for a slot without chunks
   std::vector<bool> varies_;
   std::vector<View> views_;
+  // Per view, apart from the views so that the planned path's updates stay in cache: its live
+  // slots, and the streams that used it since it was mapped.
+  std::vector<std::uint32_t> view_live_;
+  std::vector<StreamMask> view_used_by_;
   // Chunks by the last slot that uses them, ascending; last_use_sorted_ holds those slots.
   std::vector<std::uint32_t> by_last_use_;
   std::vector<std::uint32_t> last_use_sorted_;
-  std::vector<std::uint32_t> page_view_;  // page of the reservation -> its view
   std::uint64_t live_slots_ = 0;
   std::uint64_t live_mappings_ = 0;
   // Windowed mode.

@@ -1,20 +1,77 @@
 #include "src/plan_pool.h"
 
 #include <algorithm>
+#include <bit>
+
+#include "src/stream_sync.h"
 
 namespace stalloc {
 
-PlanPool::PlanPool(PhysicalMemory& memory) : memory_(memory) {}
+void Footprint::append_pieces(std::uint64_t granularity, std::vector<ChunkPiece>* out) const {
+  for (const ChunkWord& w : whole) {
+    for (std::uint64_t bits = w.bits; bits != 0; bits &= bits - 1) {
+      const auto chunk = static_cast<std::uint32_t>(w.index * 64 + std::countr_zero(bits));
+      out->push_back({chunk, 0, static_cast<std::uint32_t>(granularity)});
+    }
+  }
+  out->insert(out->end(), partial.begin(), partial.end());
+}
+
+std::uint32_t FootprintTable::add(std::span<const ChunkPiece> pieces, std::uint64_t granularity) {
+  const std::size_t first_word = words_.size();
+  for (const ChunkPiece& p : pieces) {
+    if (p.lo != 0 || p.hi != granularity) {
+      partial_.push_back(p);
+      continue;
+    }
+    // A slot's chunks come in runs, so a word usually follows on from the one before.
+    const std::uint32_t word = p.chunk >> 6;
+    if (words_.size() == first_word || words_.back().index != word) words_.push_back({word, 0, 0});
+    words_.back().bits |= std::uint64_t{1} << (p.chunk & 63);
+    ++words_.back().count;
+  }
+  word_begin_.push_back(static_cast<std::uint32_t>(words_.size()));
+  partial_begin_.push_back(static_cast<std::uint32_t>(partial_.size()));
+  return static_cast<std::uint32_t>(size() - 1);
+}
+
+void FootprintTable::clear() {
+  words_.clear();
+  partial_.clear();
+  word_begin_.resize(1);
+  partial_begin_.resize(1);
+}
+
+Footprint FootprintTable::at(std::uint32_t index) const {
+  const std::span<const ChunkWord> words(words_);
+  const std::span<const ChunkPiece> partial(partial_);
+  const std::uint32_t w = word_begin_[index];
+  const std::uint32_t p = partial_begin_[index];
+  return {words.subspan(w, word_begin_[index + 1] - w),
+          partial.subspan(p, partial_begin_[index + 1] - p)};
+}
+
+PlanPool::PlanPool(PhysicalMemory& memory)
+    : memory_(memory), whole_bytes_(static_cast<std::uint32_t>(memory.granularity())) {}
 
 PlanPool::~PlanPool() {
-  for (PoolChunk& c : chunks_) memory_.give_back(c.chunk);
+  for (std::uint32_t c = 0; c < handles_.size(); ++c) {
+    memory_.give_back(Chunk{handles_[c], users_of(c >> 6, std::uint64_t{1} << (c & 63))});
+  }
+}
+
+std::vector<std::uint64_t>& PlanPool::users_bits(unsigned stream) {
+  if (users_.size() <= stream) users_.resize(stream + 1);
+  users_[stream].resize(any_.size(), 0);
+  streams_ |= StreamMask{1} << stream;
+  return users_[stream];
 }
 
 bool PlanPool::grow_to(std::size_t count) {
-  if (count <= chunks_.size()) return true;
-  if (!memory_.can_hold(count - chunks_.size())) return false;
+  if (count <= handles_.size()) return true;
+  if (!memory_.can_hold(count - handles_.size())) return false;
   std::vector<Chunk> added;
-  while (chunks_.size() + added.size() < count) {
+  while (handles_.size() + added.size() < count) {
     auto c = memory_.acquire();
     if (!c) {
       for (const Chunk& a : added) memory_.give_back(a);
@@ -22,15 +79,113 @@ bool PlanPool::grow_to(std::size_t count) {
     }
     added.push_back(*c);
   }
-  for (const Chunk& a : added) chunks_.push_back(PoolChunk{a, {}});
+  const std::size_t words = (count + 63) / 64;
+  any_.resize(words, 0);
+  occupied_.resize(words, 0);
+  partial_.resize(count);
+  for (StreamMask s = streams_; s != 0; s &= s - 1) users_[std::countr_zero(s)].resize(words, 0);
+  for (const Chunk& a : added) {
+    const auto c = static_cast<std::uint32_t>(handles_.size());
+    handles_.push_back(a.handle);
+    // A chunk from the cache may still have work in flight on its former tenant's streams.
+    for (StreamMask s = a.users; s != 0; s &= s - 1) {
+      users_bits(static_cast<unsigned>(std::countr_zero(s)))[c >> 6] |= std::uint64_t{1}
+                                                                         << (c & 63);
+    }
+  }
   idle_count_ += added.size();
   return true;
 }
 
-bool PlanPool::available(const ChunkPiece& piece) const {
-  for (const Interval& i : chunks_[piece.chunk].live) {
+bool PlanPool::partial_available(const ChunkPiece& piece) const {
+  if (test(occupied_, piece.chunk)) return false;
+  for (const Interval& i : partial_[piece.chunk]) {
     if (i.lo < piece.hi && piece.lo < i.hi) return false;
   }
+  return true;
+}
+
+bool PlanPool::available(const ChunkPiece& piece) const {
+  return whole(piece) ? !test(any_, piece.chunk) : partial_available(piece);
+}
+
+StreamMask PlanPool::users_of(std::uint32_t word, std::uint64_t bits) const {
+  StreamMask users = 0;
+  for (StreamMask s = streams_; s != 0; s &= s - 1) {
+    const int stream = std::countr_zero(s);
+    if ((users_[stream][word] & bits) != 0) users |= StreamMask{1} << stream;
+  }
+  return users;
+}
+
+void PlanPool::occupy_whole(const ChunkWord& w) {
+  any_[w.index] |= w.bits;
+  occupied_[w.index] |= w.bits;
+  idle_count_ -= w.count;
+  // A tenant of the whole chunk is ordered after every earlier user: they need not be
+  // remembered. A partial tenant leaves other bytes whose users are still unordered.
+  for (StreamMask s = streams_; s != 0; s &= s - 1) users_[std::countr_zero(s)][w.index] &= ~w.bits;
+}
+
+void PlanPool::occupy_partial(const ChunkPiece& piece) {
+  const std::uint64_t bit = std::uint64_t{1} << (piece.chunk & 63);
+  std::uint64_t& any = any_[piece.chunk >> 6];
+  if ((any & bit) == 0) --idle_count_;
+  any |= bit;
+  partial_[piece.chunk].push_back({piece.lo, piece.hi});
+}
+
+void PlanPool::release_whole(const ChunkWord& w) {
+  std::uint64_t held = occupied_[w.index] & w.bits;
+  occupied_[w.index] &= ~held;
+  any_[w.index] &= ~held;
+  if (held == w.bits) {
+    idle_count_ += w.count;
+  } else {
+    for (; held != 0; held &= held - 1) ++idle_count_;
+  }
+}
+
+void PlanPool::release_partial(const ChunkPiece& piece) {
+  std::vector<Interval>& live = partial_[piece.chunk];
+  auto it = std::find_if(live.begin(), live.end(), [&](const Interval& i) {
+    return i.lo == piece.lo && i.hi == piece.hi;
+  });
+  if (it == live.end()) return;
+  *it = live.back();
+  live.pop_back();
+  if (live.empty()) {
+    any_[piece.chunk >> 6] &= ~(std::uint64_t{1} << (piece.chunk & 63));
+    ++idle_count_;
+  }
+}
+
+void PlanPool::mark_used(std::uint32_t word, std::uint64_t bits, StreamMask used_by) {
+  for (StreamMask s = used_by; s != 0; s &= s - 1) {
+    users_bits(static_cast<unsigned>(std::countr_zero(s)))[word] |= bits;
+  }
+}
+
+ChunkWord PlanPool::bit_of(std::uint32_t chunk) {
+  return {chunk >> 6, 1, std::uint64_t{1} << (chunk & 63)};
+}
+
+bool PlanPool::try_occupy(Footprint footprint, StreamMask* sync_with) {
+  for (const ChunkWord& w : footprint.whole) {
+    if ((any_[w.index] & w.bits) != 0) return false;
+  }
+  for (const ChunkPiece& p : footprint.partial) {
+    if (!partial_available(p)) return false;
+  }
+  StreamMask users = 0;
+  for (const ChunkWord& w : footprint.whole) users |= users_of(w.index, w.bits);
+  for (const ChunkPiece& p : footprint.partial) {
+    const ChunkWord w = bit_of(p.chunk);
+    users |= users_of(w.index, w.bits);
+  }
+  for (const ChunkWord& w : footprint.whole) occupy_whole(w);
+  for (const ChunkPiece& p : footprint.partial) occupy_partial(p);
+  *sync_with = users;
   return true;
 }
 
@@ -38,32 +193,42 @@ bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_w
   StreamMask users = 0;
   for (const ChunkPiece& p : pieces) {
     if (!available(p)) return false;
-    users |= chunks_[p.chunk].chunk.users;
+    const ChunkWord w = bit_of(p.chunk);
+    users |= users_of(w.index, w.bits);
   }
-  const std::uint64_t whole = memory_.granularity();
   for (const ChunkPiece& p : pieces) {
-    PoolChunk& c = chunks_[p.chunk];
-    if (c.live.empty()) --idle_count_;
-    c.live.push_back({p.lo, p.hi});
-    // A tenant of the whole chunk is ordered after every earlier user: they need not be
-    // remembered. A partial tenant leaves other bytes whose users are still unordered.
-    if (p.lo == 0 && p.hi == whole) c.chunk.users = 0;
+    if (whole(p)) {
+      occupy_whole(bit_of(p.chunk));
+    } else {
+      occupy_partial(p);
+    }
   }
   *sync_with = users;
   return true;
 }
 
+void PlanPool::vacate(Footprint footprint, StreamMask used_by) {
+  for (const ChunkWord& w : footprint.whole) release_whole(w);
+  for (const ChunkPiece& p : footprint.partial) release_partial(p);
+  for (StreamMask s = used_by; s != 0; s &= s - 1) {
+    std::vector<std::uint64_t>& users = users_bits(static_cast<unsigned>(std::countr_zero(s)));
+    for (const ChunkWord& w : footprint.whole) users[w.index] |= w.bits;
+    for (const ChunkPiece& p : footprint.partial) {
+      const ChunkWord w = bit_of(p.chunk);
+      users[w.index] |= w.bits;
+    }
+  }
+}
+
 void PlanPool::vacate(std::span<const ChunkPiece> pieces, StreamMask used_by) {
   for (const ChunkPiece& p : pieces) {
-    PoolChunk& c = chunks_[p.chunk];
-    auto it = std::find_if(c.live.begin(), c.live.end(),
-                           [&](const Interval& i) { return i.lo == p.lo && i.hi == p.hi; });
-    if (it != c.live.end()) {
-      *it = c.live.back();
-      c.live.pop_back();
-      if (c.live.empty()) ++idle_count_;
+    const ChunkWord w = bit_of(p.chunk);
+    if (whole(p)) {
+      release_whole(w);
+    } else {
+      release_partial(p);
     }
-    c.chunk.users |= used_by;
+    mark_used(w.index, w.bits, used_by);
   }
 }
 

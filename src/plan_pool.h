@@ -4,6 +4,14 @@
 // pool checks that no live tenant holds the same bytes (a tensor of the previous iteration
 // still alive, a slot of another plan, a request that came out of order) and refuses
 // otherwise, so a wrong match costs a dynamic allocation, never corrupted data.
+//
+// That check is on the planned path of every malloc, and a 7B model's activations at 2 MiB
+// are 50-200 chunks: looked at one chunk at a time it cost ~11 ns per chunk, over 1 us per
+// malloc+free (bench_runtime BM_PlannedIteration, docs/benchmarks.md). So occupancy is kept as
+// bits, 64 chunks to a word, and a tenant's whole chunks are grouped by word in its Footprint
+// at install: the check, the occupancy and the streams to wait for cost a few word operations
+// per tenant. Only chunks shared by partial tenants (a slot's first and last chunk) keep byte
+// ranges.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +29,41 @@ struct ChunkPiece {
   std::uint32_t hi = 0;
 };
 
+// 64 pool chunks: chunks 64 * index .. 64 * index + 63, those of `bits`.
+struct ChunkWord {
+  std::uint32_t index = 0;
+  std::uint32_t count = 0;  // bits set (x86-64's baseline has no popcount instruction)
+  std::uint64_t bits = 0;
+};
+
+// The bytes one tenant occupies in the pool, grouped for PlanPool: its whole chunks as words,
+// the pieces that cover part of a chunk apart. A view into a FootprintTable.
+struct Footprint {
+  std::span<const ChunkWord> whole;
+  std::span<const ChunkPiece> partial;
+  bool empty() const { return whole.empty() && partial.empty(); }
+  // The pieces again, whole chunks first (`granularity`: the pool's).
+  void append_pieces(std::uint64_t granularity, std::vector<ChunkPiece>* out) const;
+};
+
+// Footprints stored one after another. The planned path takes a plan's slots in order, so it
+// reads them as one stream; a heap block per slot cost a cache miss per malloc (llama7b-tp2pp2-r
+// at 2 MiB: its 22,629 slots' pieces alone are 12 MB).
+class FootprintTable {
+ public:
+  // Adds the footprint of the pieces; returns its index. Earlier footprints' views may move.
+  std::uint32_t add(std::span<const ChunkPiece> pieces, std::uint64_t granularity);
+  void clear();
+  Footprint at(std::uint32_t index) const;
+  std::size_t size() const { return word_begin_.size() - 1; }
+
+ private:
+  std::vector<ChunkWord> words_;
+  std::vector<ChunkPiece> partial_;
+  std::vector<std::uint32_t> word_begin_{0};
+  std::vector<std::uint32_t> partial_begin_{0};
+};
+
 class PlanPool {
  public:
   explicit PlanPool(PhysicalMemory& memory);
@@ -30,16 +73,19 @@ class PlanPool {
 
   // Grows the pool to `count` chunks; false (pool unchanged) when memory runs out.
   bool grow_to(std::size_t count);
-  std::size_t size() const { return chunks_.size(); }
+  std::size_t size() const { return handles_.size(); }
   std::uint64_t granularity() const { return memory_.granularity(); }
-  vmm::ChunkHandle handle(std::uint32_t chunk) const { return chunks_[chunk].chunk.handle; }
+  vmm::ChunkHandle handle(std::uint32_t chunk) const { return handles_[chunk]; }
 
-  // Occupies the pieces when none overlaps a live tenant; *sync_with gets the streams whose
-  // earlier work on them the new tenant must be ordered after.
+  // Occupies the footprint when none of it overlaps a live tenant; *sync_with gets the streams
+  // whose earlier work on it the new tenant must be ordered after.
+  bool try_occupy(Footprint footprint, StreamMask* sync_with);
+  // The same for pieces not grouped beforehand (a chunk lent whole, tests).
   bool try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_with);
   // Ends a tenancy; `used_by` are the streams that used the pieces.
+  void vacate(Footprint footprint, StreamMask used_by);
   void vacate(std::span<const ChunkPiece> pieces, StreamMask used_by);
-  bool idle(std::uint32_t chunk) const { return chunks_[chunk].live.empty(); }
+  bool idle(std::uint32_t chunk) const { return !test(any_, chunk); }
   // No live tenant overlaps the piece.
   bool available(const ChunkPiece& piece) const;
   std::size_t idle_count() const { return idle_count_; }
@@ -49,12 +95,31 @@ class PlanPool {
     std::uint32_t lo = 0;
     std::uint32_t hi = 0;
   };
-  struct PoolChunk {
-    Chunk chunk;
-    std::vector<Interval> live;
-  };
+  static bool test(const std::vector<std::uint64_t>& bits, std::uint32_t chunk) {
+    return (bits[chunk >> 6] >> (chunk & 63)) & 1;
+  }
+  static ChunkWord bit_of(std::uint32_t chunk);
+  bool whole(const ChunkPiece& piece) const { return piece.lo == 0 && piece.hi == whole_bytes_; }
+  bool partial_available(const ChunkPiece& piece) const;
+  // The streams whose unordered work touched any of the chunks.
+  StreamMask users_of(std::uint32_t word, std::uint64_t bits) const;
+  std::vector<std::uint64_t>& users_bits(unsigned stream);
+  void occupy_whole(const ChunkWord& w);
+  void occupy_partial(const ChunkPiece& piece);
+  void release_whole(const ChunkWord& w);
+  void release_partial(const ChunkPiece& piece);
+  void mark_used(std::uint32_t word, std::uint64_t bits, StreamMask used_by);
+
   PhysicalMemory& memory_;
-  std::vector<PoolChunk> chunks_;
+  std::uint32_t whole_bytes_;
+  std::vector<vmm::ChunkHandle> handles_;
+  std::vector<std::uint64_t> any_;        // a chunk has a live tenant
+  std::vector<std::uint64_t> occupied_;   // a chunk has a tenant of all its bytes
+  std::vector<std::vector<Interval>> partial_;  // per chunk: its partial tenants' bytes
+  // Per stream, the chunks whose work on that stream no later whole tenant was ordered after
+  // yet; `streams_` marks the streams that have bits.
+  std::vector<std::vector<std::uint64_t>> users_;
+  StreamMask streams_ = 0;
   std::size_t idle_count_ = 0;
 };
 

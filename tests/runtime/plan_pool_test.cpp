@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "tests/runtime/runtime_test_support.h"
@@ -59,7 +61,7 @@ TEST(PlanPool, APartialTenantSharesItsChunkOnlyWithDisjointBytes) {
 
 // A random sequence of slot-shaped tenancies (partial head, whole chunks, partial tail) against a
 // per-chunk list of live byte ranges and stream users: the same answers, the same idle count,
-// the same streams to wait for.
+// the same streams to wait for. Tenancies start and end as pieces or as footprints, mixed.
 TEST(PlanPool, AgreesWithAByteRangeModelOnRandomTenancies) {
   constexpr std::uint32_t kChunks = 150;
   PoolFixture f(kChunks);
@@ -78,7 +80,12 @@ TEST(PlanPool, AgreesWithAByteRangeModelOnRandomTenancies) {
     if (!tenants.empty() && uniform(0, 2) == 0) {
       const std::size_t k = uniform(0, static_cast<std::uint32_t>(tenants.size() - 1));
       const StreamMask used_by = StreamMask{1} << uniform(0, 3);
-      f.pool.vacate(tenants[k], used_by);
+      if (uniform(0, 1) == 0) {
+        f.pool.vacate(tenants[k], used_by);
+      } else {
+        FootprintTable table;
+        f.pool.vacate(table.at(table.add(tenants[k], kG)), used_by);
+      }
       for (const ChunkPiece& p : tenants[k]) {
         auto& l = live[p.chunk];
         for (std::size_t i = 0; i < l.size(); ++i) {
@@ -105,7 +112,11 @@ TEST(PlanPool, AgreesWithAByteRangeModelOnRandomTenancies) {
         expect_sync |= users[p.chunk];
       }
       StreamMask sync = 0;
-      ASSERT_EQ(f.occupy(pieces, &sync), expect) << "step " << step;
+      FootprintTable table;
+      const bool taken_now = uniform(0, 1) == 0
+                                 ? f.occupy(pieces, &sync)
+                                 : f.pool.try_occupy(table.at(table.add(pieces, kG)), &sync);
+      ASSERT_EQ(taken_now, expect) << "step " << step;
       if (expect) {
         ++taken;
         EXPECT_EQ(sync, expect_sync) << "step " << step;
@@ -128,6 +139,49 @@ TEST(PlanPool, AgreesWithAByteRangeModelOnRandomTenancies) {
   // Both answers were exercised often.
   EXPECT_GT(taken, 1000);
   EXPECT_GT(refused, 1000);
+}
+
+// A footprint gives back the pieces it was made of (whole chunks grouped 64 to a word, a run
+// crossing words, chunks out of order, partial pieces apart), and an empty one none.
+TEST(FootprintTable, KeepsEveryPieceOfEveryFootprint) {
+  std::mt19937 rng(3);
+  auto draw = [&](std::uint32_t n) { return static_cast<std::uint32_t>(rng() % n); };
+  std::vector<std::vector<ChunkPiece>> made;
+  FootprintTable table;
+  for (int t = 0; t < 300; ++t) {
+    std::vector<ChunkPiece> pieces;
+    const std::uint32_t first = draw(1000);
+    const std::uint32_t count = draw(150);
+    for (std::uint32_t j = 0; j < count; ++j) {
+      const std::uint32_t chunk = draw(8) == 0 ? draw(2000) + 2000 : first + j;
+      const bool part = draw(10) == 0;
+      pieces.push_back({chunk, part ? 4096u : 0u, part ? 8192u : kWhole});
+    }
+    std::sort(pieces.begin(), pieces.end(), [](const ChunkPiece& a, const ChunkPiece& b) {
+      return a.chunk < b.chunk;
+    });
+    auto same_chunk = [](const ChunkPiece& a, const ChunkPiece& b) { return a.chunk == b.chunk; };
+    pieces.erase(std::unique(pieces.begin(), pieces.end(), same_chunk), pieces.end());
+    if (rng() % 2 == 0) std::shuffle(pieces.begin(), pieces.end(), rng);
+    ASSERT_EQ(table.add(pieces, kG), made.size());
+    made.push_back(pieces);
+  }
+  ASSERT_EQ(table.size(), made.size());
+  auto key = [](const ChunkPiece& p) { return std::tuple(p.chunk, p.lo, p.hi); };
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    std::vector<ChunkPiece> back;
+    table.at(static_cast<std::uint32_t>(i)).append_pieces(kG, &back);
+    auto sorted = [&](std::vector<ChunkPiece> v) {
+      std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> keys;
+      for (const ChunkPiece& p : v) keys.push_back(key(p));
+      std::sort(keys.begin(), keys.end());
+      return keys;
+    };
+    EXPECT_EQ(sorted(back), sorted(made[i])) << "footprint " << i;
+    EXPECT_EQ(table.at(static_cast<std::uint32_t>(i)).empty(), made[i].empty());
+  }
+  table.clear();
+  EXPECT_EQ(table.size(), 0u);
 }
 
 }  // namespace
