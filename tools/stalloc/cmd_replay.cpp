@@ -106,6 +106,7 @@ void print_json(const Summary& s) {
   w.field("steady_iterations", s.steady_iterations);
   w.field("vmm_ops_per_iteration", s.vmm_ops_per_iteration);
   w.field("vmm_ops_median_per_iteration", s.vmm_ops_median);
+  w.field("peak_live_mappings", s.stats.driver.peak_live_mappings);
   w.field("verify_errors", s.result.verify_errors);
   w.field("failed_allocations", s.result.failed_allocations);
   w.field("ooms", s.stats.ooms);
@@ -147,6 +148,8 @@ void print_text(const Summary& s) {
   std::printf("vmm ops/iter     %.1f mean, %.1f median (steady state, %llu iterations)\n",
               s.vmm_ops_per_iteration, s.vmm_ops_median,
               static_cast<unsigned long long>(s.steady_iterations));
+  std::printf("live mappings    %llu at most\n",
+              static_cast<unsigned long long>(s.stats.driver.peak_live_mappings));
   std::printf("verify errors    %llu\n", static_cast<unsigned long long>(s.result.verify_errors));
   std::printf("failed allocs    %llu\n",
               static_cast<unsigned long long>(s.result.failed_allocations));
