@@ -13,7 +13,7 @@ std::string check_plan(const ChunkPlan& plan, std::uint64_t granularity) {
   }
   if (plan.granularity != granularity) {
     return "plan granularity " + std::to_string(plan.granularity) +
-           " differs from the driver's " + std::to_string(granularity);
+           " differs from the runtime's " + std::to_string(granularity);
   }
   for (std::size_t i = 0; i < plan.slots.size(); ++i) {
     const PlannedSlot& s = plan.slots[i];
@@ -63,9 +63,13 @@ InstalledPlan::InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool
 std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Driver& driver,
                                                       PlanPool& pool, StreamSync& sync,
                                                       std::string* why) {
-  std::size_t g = 0;
-  if (driver.granularity(&g) != vmm::Status::Success) {
-    *why = "driver granularity unavailable";
+  // The pool's granularity: the runtime's, which STALLOC_CONF may set to a multiple of the
+  // driver's (its chunks are made that size, so mappings stay aligned).
+  const std::uint64_t g = pool.granularity();
+  if (std::size_t driver_g = 0; driver.granularity(&driver_g) != vmm::Status::Success ||
+                                driver_g == 0 || g % driver_g != 0) {
+    *why = "the pool's granularity " + std::to_string(g) +
+           " is not a multiple of the driver's granularity";
     return nullptr;
   }
   if (std::string problem = check_plan(plan, g); !problem.empty()) {

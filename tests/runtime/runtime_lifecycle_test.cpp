@@ -43,6 +43,22 @@ TEST(RuntimeLifecycle, ProfilePlanReplayInAliasMode) {
   EXPECT_EQ(s.invalid_frees, 0u);
 }
 
+// A granularity set in STALLOC_CONF may be a multiple of the driver's (CUDA's is 2 MiB, a user
+// may plan at 32 MiB): plans are made and installed at the runtime's granularity.
+TEST(RuntimeLifecycle, PlansAtAMultipleOfTheDriversGranularity) {
+  auto driver = host_driver();
+  Runtime rt(test_config("granularity:" + std::to_string(4 * kG)), *driver);
+  ASSERT_EQ(rt.granularity(), 4 * kG);
+  ReplayOptions options;
+  options.verify = true;
+  const ReplayResult r = replay_trace(rt, periodic_trace(5), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(rt.stats().plan_failures, 0u) << rt.stats().last_plan_error;
+  EXPECT_EQ(rt.stats().plan_installs, 1u);
+  EXPECT_EQ(r.iterations[4].matches, allocations_per_iteration());
+  EXPECT_EQ(r.iterations[4].vmm_calls, 0u);
+}
+
 TEST(RuntimeLifecycle, WindowedModeMapsAroundUseAndKeepsData) {
   auto driver = host_driver();
   Runtime rt(test_config("mode:windowed,windows:4"), *driver);
