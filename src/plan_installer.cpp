@@ -92,8 +92,10 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
     append_pieces(s.chunks, s.offset, s.size, g, &p->pieces_);
     footprint_of[i] = p->footprints_.add(p->pieces_, g);
   }
+  // Views into the table, taken once it is complete (adding moves it).
   for (std::size_t i = 0; i < cp.slots.size(); ++i) {
-    if (footprint_of[i] != UINT32_MAX) p->slots_[i].footprint = p->footprints_.at(footprint_of[i]);
+    if (footprint_of[i] == UINT32_MAX) continue;
+    p->slots_[i].footprint = p->footprints_.at(footprint_of[i]);
   }
   p->order_chunks_by_last_use();
   const std::uint64_t pages = p->lay_out_views();

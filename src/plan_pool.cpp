@@ -56,7 +56,8 @@ PlanPool::PlanPool(PhysicalMemory& memory)
 
 PlanPool::~PlanPool() {
   for (std::uint32_t c = 0; c < handles_.size(); ++c) {
-    memory_.give_back(Chunk{handles_[c], users_of(c >> 6, std::uint64_t{1} << (c & 63))});
+    const ChunkWord w = bit_of(c);
+    memory_.give_back(Chunk{handles_[c], users_of(w.index, w.bits)});
   }
 }
 
@@ -88,10 +89,8 @@ bool PlanPool::grow_to(std::size_t count) {
     const auto c = static_cast<std::uint32_t>(handles_.size());
     handles_.push_back(a.handle);
     // A chunk from the cache may still have work in flight on its former tenant's streams.
-    for (StreamMask s = a.users; s != 0; s &= s - 1) {
-      users_bits(static_cast<unsigned>(std::countr_zero(s)))[c >> 6] |= std::uint64_t{1}
-                                                                         << (c & 63);
-    }
+    const ChunkWord w = bit_of(c);
+    mark_used(w.index, w.bits, a.users);
   }
   idle_count_ += added.size();
   return true;
