@@ -127,10 +127,10 @@ void PlanPool::occupy_whole(const ChunkWord& w) {
 }
 
 void PlanPool::occupy_partial(const ChunkPiece& piece) {
-  const std::uint64_t bit = std::uint64_t{1} << (piece.chunk & 63);
-  std::uint64_t& any = any_[piece.chunk >> 6];
-  if ((any & bit) == 0) --idle_count_;
-  any |= bit;
+  const ChunkWord w = bit_of(piece.chunk);
+  std::uint64_t& any = any_[w.index];
+  if ((any & w.bits) == 0) --idle_count_;
+  any |= w.bits;
   partial_[piece.chunk].push_back({piece.lo, piece.hi});
 }
 
@@ -154,7 +154,8 @@ void PlanPool::release_partial(const ChunkPiece& piece) {
   *it = live.back();
   live.pop_back();
   if (live.empty()) {
-    any_[piece.chunk >> 6] &= ~(std::uint64_t{1} << (piece.chunk & 63));
+    const ChunkWord w = bit_of(piece.chunk);
+    any_[w.index] &= ~w.bits;
     ++idle_count_;
   }
 }
