@@ -7,9 +7,9 @@
 #include <mutex>
 #include <string>
 
-#include "planner/chunk_plan.h"
-#include "planner/generator.h"
-#include "planner/plan_validator.h"
+#include "planner/chunk/chunk_plan.h"
+#include "planner/chunk/plan_validator.h"
+#include "planner/generator/generator.h"
 
 namespace {
 

@@ -8,10 +8,10 @@
 #include <random>
 #include <string>
 
-#include "planner/dsa.h"
-#include "planner/dsa_conflict_index.h"
-#include "planner/dsa_csv.h"
-#include "planner/dsa_heuristics.h"
+#include "planner/dsa/dsa.h"
+#include "planner/dsa/dsa_conflict_index.h"
+#include "planner/dsa/dsa_csv.h"
+#include "planner/dsa/dsa_heuristics.h"
 
 namespace {
 

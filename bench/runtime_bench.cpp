@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/generator.h"
+#include "planner/generator/generator.h"
 #include "src/allocator.h"
 #include "vmm/host_driver.h"
 

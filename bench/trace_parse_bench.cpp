@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "planner/trace_io.h"
+#include "planner/trace/trace_io.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "common/units.h"
-#include "planner/trace_io.h"
+#include "planner/trace/trace_io.h"
 #include "src/memory_snapshot.h"
 #include "vmm/driver_factory.h"
 

@@ -3,7 +3,7 @@
 // Iterations 0 .. profile_iterations-1 are served on the dynamic path and recorded; from
 // iteration profile_iterations on, every iteration whose request signature has no plan (and
 // that did not follow the active plan but for one request in a hundred) is planned in the
-// background (planner/chunk_plan.h) and the plan is installed at the next boundary; iterations with a plan are served from it: each request is matched to the next
+// background (planner/chunk/chunk_plan.h) and the plan is installed at the next boundary; iterations with a plan are served from it: each request is matched to the next
 // planned slot (ordinal, size, stream), with a look-ahead to resynchronise after a request the
 // plan does not have. A request matched to a Dynamic slot (sizes that vary) takes bytes of the
 // view mapped on the slot's budget when they are free. Anything unmatched, or that does not fit
@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 #include "src/idle_chunk_lender.h"
 #include "src/live_slot_table.h"
 #include "src/packed_arena.h"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 #include "src/plan_installer.h"
 
 namespace stalloc {

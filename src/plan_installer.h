@@ -28,7 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 #include "src/plan_pool.h"
 #include "src/stream_sync.h"
 #include "vmm/driver.h"

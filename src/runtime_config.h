@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 
 namespace stalloc {
 

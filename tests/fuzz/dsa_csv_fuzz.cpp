@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
-#include "planner/dsa_csv.h"
+#include "planner/dsa/dsa_csv.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

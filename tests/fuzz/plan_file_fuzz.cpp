@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 #include "src/allocator.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "vmm/host_driver.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 
 namespace stalloc {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "planner/safe_unpickler.h"
-#include "planner/trace.h"
-#include "planner/trace_io.h"
+#include "planner/trace/safe_unpickler.h"
+#include "planner/trace/trace.h"
+#include "planner/trace/trace_io.h"
 #include "src/trace_replayer.h"
 #include "tests/runtime/runtime_test_support.h"
 

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/chunk_plan.h"
+#include "planner/chunk/chunk_plan.h"
 #include "tests/runtime/runtime_test_support.h"
 
 namespace stalloc::testing_support {

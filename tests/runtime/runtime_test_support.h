@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/trace.h"
+#include "planner/trace/trace.h"
 #include "src/allocator.h"
 #include "vmm/driver.h"
 

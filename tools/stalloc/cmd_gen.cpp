@@ -1,5 +1,5 @@
-// `stalloc gen`: writes a synthetic training trace (planner/generator.h) from a preset or a
-// fully custom configuration; every configuration field is a flag.
+// `stalloc gen`: writes a synthetic training trace (planner/generator/generator.h) from a preset
+// or a fully custom configuration; every configuration field is a flag.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "planner/generator.h"
-#include "planner/trace_io.h"
+#include "planner/generator/generator.h"
+#include "planner/trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

@@ -7,11 +7,11 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "planner/import_artifact.h"
-#include "planner/import_csv.h"
-#include "planner/import_pytorch.h"
-#include "planner/import_rmm.h"
-#include "planner/trace_io.h"
+#include "planner/trace/import_artifact.h"
+#include "planner/trace/import_csv.h"
+#include "planner/trace/import_pytorch.h"
+#include "planner/trace/import_rmm.h"
+#include "planner/trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

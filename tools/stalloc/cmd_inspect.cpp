@@ -1,4 +1,5 @@
-// `stalloc inspect TRACE [--json] [--small BYTES]`: what a trace holds (planner/trace_stats.h).
+// `stalloc inspect TRACE [--json] [--small BYTES]`: what a trace holds
+// (planner/trace/trace_stats.h).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -7,8 +8,8 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/units.h"
-#include "planner/trace_io.h"
-#include "planner/trace_stats.h"
+#include "planner/trace/trace_io.h"
+#include "planner/trace/trace_stats.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

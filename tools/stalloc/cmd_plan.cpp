@@ -8,8 +8,8 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/units.h"
-#include "planner/dsa.h"
-#include "planner/dsa_csv.h"
+#include "planner/dsa/dsa.h"
+#include "planner/dsa/dsa_csv.h"
 #include "tools/stalloc/command.h"
 #include "tools/stalloc/plan_trace_command.h"
 

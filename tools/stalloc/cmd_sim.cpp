@@ -18,11 +18,11 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/units.h"
-#include "planner/allocator_model.h"
-#include "planner/generator.h"
-#include "planner/report_html.h"
-#include "planner/simulator.h"
-#include "planner/trace_io.h"
+#include "planner/generator/generator.h"
+#include "planner/trace/trace_io.h"
+#include "sim/allocator_model.h"
+#include "sim/report_html.h"
+#include "sim/simulator.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

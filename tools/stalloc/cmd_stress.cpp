@@ -1,5 +1,5 @@
 // `stalloc stress`: the memory-pressure tester. For each allocator it finds, by bisection over
-// capacities in steps of the granularity (planner/pressure_test.h), the smallest device capacity
+// capacities in steps of the granularity (sim/pressure_test.h), the smallest device capacity
 // that runs the workload without an OOM. Besides the allocator models it can measure the
 // runtime allocator itself ("stalloc-runtime"), replayed on the host backend with the capacity
 // set through STALLOC_CONF, so the figure includes its profiling iterations and dynamic path.
@@ -14,10 +14,10 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/units.h"
-#include "planner/allocator_model.h"
-#include "planner/generator.h"
-#include "planner/pressure_test.h"
-#include "planner/trace_io.h"
+#include "planner/generator/generator.h"
+#include "planner/trace/trace_io.h"
+#include "sim/allocator_model.h"
+#include "sim/pressure_test.h"
 #include "src/allocator.h"
 #include "src/runtime_config.h"
 #include "src/trace_replayer.h"

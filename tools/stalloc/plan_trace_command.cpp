@@ -15,9 +15,9 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/units.h"
-#include "planner/chunk_plan.h"
-#include "planner/plan_validator.h"
-#include "planner/trace_io.h"
+#include "planner/chunk/chunk_plan.h"
+#include "planner/chunk/plan_validator.h"
+#include "planner/trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

@@ -1,0 +1,29 @@
+// Turns one iteration of a trace into the slots the physical-chunk planner places: lifetimes
+// relative to the iteration's first request, classified Static, Small or Dynamic.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/chunk/chunk_plan.h"
+#include "planner/trace/trace.h"
+
+namespace stalloc {
+
+struct IterationSlots {
+  std::vector<PlannedSlot> slots;  // by ordinal; iteration 0's persistent allocations are left out
+  std::uint64_t requests = 0;      // events of the iteration
+  std::uint64_t allocations = 0;   // allocations of the iteration, including those left out
+  // Parallel to slots: the largest size at the slot's ordinal in any iteration with as many
+  // allocations (what a dynamic slot may grow to).
+  std::vector<std::uint64_t> max_size;
+};
+
+// Throws UsageError when the trace has no event in that iteration or is malformed.
+// A slot not freed within the iteration is live over the whole iteration [0, requests).
+// Dynamic: the event's dynamic hint, or another iteration with as many allocations has another
+// size at the same ordinal. Small: below small_threshold. Static: everything else.
+IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
+                              std::uint64_t small_threshold);
+
+}  // namespace stalloc

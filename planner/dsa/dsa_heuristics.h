@@ -1,0 +1,55 @@
+// Greedy offset placement: buffers taken in one order, each put where it fits among the
+// already-placed buffers that live at the same time. A portfolio of orderings x placement rules,
+// because no single ordering wins on every input (size-descending is best on most, start-time
+// order on long chains, conflict degree on dense cliques).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/dsa/dsa.h"
+#include "planner/dsa/dsa_conflict_index.h"
+
+namespace stalloc::dsa_detail {
+
+enum class Ordering { SizeDesc, LifetimeDesc, AreaDesc, ConflictDegreeDesc, StartTime };
+
+enum class Placement {
+  LowestOffset,  // the lowest offset where the buffer fits (first fit by address)
+  BestFit,       // the smallest gap that holds it, else on top of everything it overlaps
+};
+
+struct PortfolioMember {
+  Ordering ordering;
+  Placement placement;
+};
+
+std::string member_name(const PortfolioMember& member);
+
+// Every ordering with every placement rule; index 0 is plain best-fit-decreasing by size.
+std::vector<PortfolioMember> default_portfolio();
+
+std::vector<std::uint32_t> make_order(const std::vector<DsaBuffer>& buffers,
+                                      const DsaConflictIndex& index, Ordering ordering);
+
+// Offsets, parallel to buffers, honouring each buffer's alignment.
+std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
+                                          const DsaConflictIndex& index,
+                                          const std::vector<std::uint32_t>& order,
+                                          Placement placement);
+
+// The same as place_in_order for an order by start time (make_order(..., StartTime)), by a
+// sweep over time that needs no conflict index: O(n log n) for best fit.
+std::vector<std::uint64_t> place_by_sweep(const std::vector<DsaBuffer>& buffers,
+                                          const std::vector<std::uint32_t>& start_order,
+                                          Placement placement);
+
+std::uint64_t placement_peak(const std::vector<DsaBuffer>& buffers,
+                             const std::vector<std::uint64_t>& offsets);
+
+inline std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace stalloc::dsa_detail

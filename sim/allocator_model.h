@@ -1,0 +1,48 @@
+// An allocator model replays a trace's requests and accounts for the memory an allocator policy
+// would reserve. The simulator drives every model the same way, and one conformance suite
+// (tests/sim/allocator_model_conformance_test.cpp) runs against all of them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/trace/trace.h"
+
+namespace stalloc {
+
+struct ModelOptions {
+  std::uint64_t capacity = 0;        // device memory; 0 = unlimited
+  std::uint64_t granularity = 2ull << 20;
+  std::string pytorch_conf;          // PYTORCH_CUDA_ALLOC_CONF-style string for the pytorch models
+  std::uint64_t stitch_threshold = 512ull << 20;  // gmlake: smallest request it stitches
+};
+
+class AllocatorModel {
+ public:
+  virtual ~AllocatorModel() = default;
+  virtual std::string_view name() const = 0;
+
+  // Serves an Alloc event. Returns false when the policy runs out of memory under the capacity
+  // (after whatever retry the policy does). *address is where the tensor lives in the model's
+  // address space: no two live allocations overlap there.
+  virtual bool allocate(const Event& e, std::uint64_t* address) = 0;
+  // Serves a Free event of an allocation this model served.
+  virtual void deallocate(const Event& e) = 0;
+
+  // Device memory the policy holds now (segments, chunks, pools).
+  virtual std::uint64_t reserved_bytes() const = 0;
+  // Driver calls (cudaMalloc/cudaFree or VMM calls) made so far.
+  virtual std::uint64_t driver_calls() const = 0;
+};
+
+// Creates a model by name ("pytorch", "pytorch-expandable", "gmlake", "stalloc-paper",
+// "stalloc", "stalloc-windowed"). Models that plan receive the whole trace up front.
+// Throws UsageError for an unknown name, listing the known ones.
+std::unique_ptr<AllocatorModel> make_allocator_model(std::string_view name, const Trace& trace,
+                                                     const ModelOptions& options);
+std::vector<std::string> allocator_model_names();
+
+}  // namespace stalloc

@@ -1,0 +1,75 @@
+// Replays a trace through an allocator model and measures what the design brief compares:
+// peak allocated (the trace's lower bound unless the run stops early), peak reserved,
+// utilization, waste, out-of-memory under a capacity, driver calls per steady-state iteration,
+// and a downsampled timeline for plots.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/generator/generator.h"
+#include "planner/trace/trace.h"
+#include "sim/allocator_model.h"
+
+namespace stalloc {
+
+struct TimelinePoint {
+  std::uint64_t event = 0;      // index of the last event the point covers
+  std::uint64_t allocated = 0;  // the highest values over the events the point covers
+  std::uint64_t reserved = 0;
+};
+
+struct SimResult {
+  std::string workload;
+  std::string allocator;
+  std::uint64_t events = 0;  // events replayed (all of them unless out of memory)
+  std::uint64_t peak_allocated_bytes = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  double utilization = 0.0;  // peak allocated / peak reserved (1 for an empty trace)
+  std::uint64_t waste_bytes = 0;
+  bool oom = false;
+  std::uint64_t oom_event = 0;  // index of the allocation that failed, when oom
+  // Driver calls made during the trace's last iteration (the steady state, after warm-up,
+  // profiling and planning); the whole trace's when it has only one iteration.
+  double driver_calls_per_iteration = 0.0;
+  double milliseconds = 0.0;  // model construction (planning) and replay
+  std::vector<TimelinePoint> timeline;
+};
+
+inline constexpr std::size_t kMaxTimelinePoints = 2000;
+
+// Builds the model with make_allocator_model and replays the trace; stops at the first
+// allocation the model cannot serve. Throws std::logic_error if the model ever reserves less
+// than is live (a model bug, never hidden).
+SimResult simulate(const Trace& trace, std::string_view workload, std::string_view allocator,
+                   const ModelOptions& options, std::size_t max_points = kMaxTimelinePoints);
+
+// The same with a model the caller built (its construction is not timed).
+SimResult simulate_with(const Trace& trace, AllocatorModel& model, std::string_view workload,
+                        std::size_t max_points = kMaxTimelinePoints);
+
+// The largest micro-batch (or sequence length) of a generated workload that an allocator runs
+// without running out of memory under a capacity.
+enum class SweepParameter : std::uint8_t { MicroBatch, SeqLen };
+std::string_view sweep_parameter_name(SweepParameter p);  // "mbs", "seq"
+bool parse_sweep_parameter(std::string_view s, SweepParameter* out);
+
+struct SweepResult {
+  std::string workload;
+  std::string allocator;
+  SweepParameter parameter = SweepParameter::MicroBatch;
+  std::uint64_t largest = 0;  // 0: not even the smallest value fits
+  std::uint64_t peak_reserved_bytes = 0;  // at `largest`
+  std::uint64_t runs = 0;  // simulations it took
+};
+
+// Doubles the parameter from its smallest value (micro-batch 1, sequence 256) until the run
+// runs out of memory (or the configuration becomes invalid), then bisects between the last value
+// that fit and the first that did not (sequence lengths in steps of 256). The number of
+// micro-batches per iteration stays that of `base`. options.capacity must be set.
+SweepResult sweep_largest(const GeneratorConfig& base, SweepParameter parameter, std::string_view allocator,
+                          const ModelOptions& options);
+
+}  // namespace stalloc
