@@ -26,6 +26,22 @@ const PickleValue* PickleValue::find(std::string_view key) const {
   return nullptr;
 }
 
+bool PickleValue::to_uint64(std::uint64_t* out) const {
+  if (is_int()) {
+    if (as_int() < 0) return false;
+    *out = static_cast<std::uint64_t>(as_int());
+    return true;
+  }
+  if (kind != Kind::BigInt) return false;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && p == text.data() + text.size();
+}
+
+std::string PickleValue::decimal() const {
+  if (is_int()) return std::to_string(as_int());
+  return kind == Kind::BigInt ? text : std::string();
+}
+
 namespace {
 
 // Python's pickle opcodes, named as in pickletools.
@@ -48,6 +64,9 @@ constexpr int kHighestProtocol = 5;
 // Each opcode creates at most one value; this caps memory at a few GiB for a hostile file
 // while leaving room for snapshots with hundreds of thousands of trace entries.
 constexpr std::size_t kMaxValues = std::size_t{1} << 24;
+// A BigInt wider than this keeps a placeholder instead of its digits (the conversion is
+// quadratic in the width, and no snapshot field needs such a number).
+constexpr std::size_t kMaxBigIntBytes = 64;
 
 }  // namespace
 
@@ -94,18 +113,18 @@ class Unpickler {
       case op::BININT1: push(integer(u8("BININT1 value"))); return;
       case op::BININT2: push(integer(load<std::uint16_t>("BININT2 value"))); return;
       case op::BININT: push(integer(static_cast<std::int32_t>(load<std::uint32_t>("BININT value")))); return;
-      case op::LONG1: push(integer(long_bytes(u8("LONG1 length")))); return;
+      case op::LONG1: push(long_bytes(u8("LONG1 length"))); return;
       case op::LONG4: {
         auto n = static_cast<std::int32_t>(load<std::uint32_t>("LONG4 length"));
         if (n < 0) fail("expected a non-negative LONG4 length");
-        push(integer(long_bytes(static_cast<std::size_t>(n))));
+        push(long_bytes(static_cast<std::size_t>(n)));
         return;
       }
       case op::INT: text_int(line("INT value")); return;
       case op::LONG: {
         std::string_view t = line("LONG value");
         if (!t.empty() && t.back() == 'L') t.remove_suffix(1);
-        push(integer(parse_decimal(t, "LONG value")));
+        push(decimal_int(t, "LONG value"));
         return;
       }
       case op::FLOAT: push(real(parse_real(line("FLOAT value")))); return;
@@ -346,21 +365,64 @@ class Unpickler {
     return s;
   }
 
-  // Python ints are unbounded; a snapshot's addresses and sizes fit int64, anything wider is refused.
-  std::int64_t long_bytes(std::size_t n) {
+  // Python ints are unbounded: LONG1/LONG4 hold little-endian two's complement of any width.
+  // One within int64 is an Int; a wider one a BigInt (safe_unpickler.h).
+  PickleValue* long_bytes(std::size_t n) {
     std::string_view b = bytes(n, "LONG bytes");
-    if (n == 0) return 0;
-    std::size_t width = std::min<std::size_t>(n, 8);
-    bool negative = (static_cast<unsigned char>(b[width - 1]) & 0x80) != 0;
-    for (std::size_t i = width; i < n; ++i) {
-      if (static_cast<unsigned char>(b[i]) != (negative ? 0xff : 0x00)) fail("expected an integer within int64");
+    if (n == 0) return integer(0);
+    const bool negative = (static_cast<unsigned char>(b[n - 1]) & 0x80) != 0;
+    const unsigned char fill = negative ? 0xff : 0x00;
+    // Drop the sign-extension bytes that do not change the value.
+    std::size_t width = n;
+    while (width > 1 && static_cast<unsigned char>(b[width - 1]) == fill &&
+           ((static_cast<unsigned char>(b[width - 2]) & 0x80) != 0) == negative) {
+      --width;
     }
-    std::uint64_t v = negative ? ~std::uint64_t{0} : 0;
-    for (std::size_t i = 0; i < width; ++i) {
-      v &= ~(std::uint64_t{0xff} << (8 * i));
-      v |= std::uint64_t{static_cast<unsigned char>(b[i])} << (8 * i);
+    if (width <= 8) {
+      std::uint64_t v = negative ? ~std::uint64_t{0} : 0;
+      for (std::size_t i = 0; i < width; ++i) {
+        v &= ~(std::uint64_t{0xff} << (8 * i));
+        v |= std::uint64_t{static_cast<unsigned char>(b[i])} << (8 * i);
+      }
+      return integer(static_cast<std::int64_t>(v));
     }
-    return static_cast<std::int64_t>(v);
+    PickleValue* v = big_integer(negative);
+    if (width > kMaxBigIntBytes) {
+      v->text = "<integer of " + std::to_string(width) + " bytes>";
+      return v;
+    }
+    // Magnitude, little-endian: the bytes themselves, or their two's complement negation.
+    std::vector<std::uint8_t> mag(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(width));
+    if (negative) {
+      unsigned carry = 1;
+      for (std::uint8_t& x : mag) {
+        unsigned sum = static_cast<unsigned>(static_cast<std::uint8_t>(~x)) + carry;
+        x = static_cast<std::uint8_t>(sum & 0xff);
+        carry = sum >> 8;
+      }
+    }
+    // Repeated division by 10 of the magnitude, most significant byte first.
+    std::string digits;
+    for (;;) {
+      bool zero = true;
+      unsigned rem = 0;
+      for (std::size_t i = mag.size(); i-- > 0;) {
+        unsigned cur = (rem << 8) | mag[i];
+        mag[i] = static_cast<std::uint8_t>(cur / 10);
+        rem = cur % 10;
+        if (mag[i] != 0) zero = false;
+      }
+      digits.push_back(static_cast<char>('0' + rem));
+      if (zero) break;
+    }
+    if (negative) digits.push_back('-');
+    v->text.assign(digits.rbegin(), digits.rend());
+    return v;
+  }
+  PickleValue* big_integer(bool negative) {
+    PickleValue* v = make(PickleValue::Kind::BigInt);
+    v->integer = negative ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max();
+    return v;
   }
   void text_int(std::string_view t) {
     if (t == "01") {
@@ -368,16 +430,28 @@ class Unpickler {
     } else if (t == "00") {
       push(boolean(false));
     } else {
-      push(integer(parse_decimal(t, "INT value")));
+      push(decimal_int(t, "INT value"));
     }
   }
-  std::int64_t parse_decimal(std::string_view t, const char* what) {
+  // A decimal of any width (protocol 0 and 1 INT and LONG): Int within int64, else BigInt.
+  PickleValue* decimal_int(std::string_view t, const char* what) {
     std::int64_t v = 0;
     auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) {
-      fail(std::string("expected ") + what + " as a decimal within int64");
+    if (!t.empty() && ec == std::errc() && p == t.data() + t.size()) return integer(v);
+    std::string_view digits = t;
+    if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+    bool ok = !digits.empty();
+    for (char c : digits) ok = ok && c >= '0' && c <= '9';
+    if (!ok) fail(std::string("expected ") + what + " as a decimal integer");
+    PickleValue* big = big_integer(t.front() == '-');
+    while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+    if (digits.size() > 3 * kMaxBigIntBytes) {
+      big->text = "<integer of " + std::to_string(digits.size()) + " digits>";
+    } else {
+      if (t.front() == '-') big->text.push_back('-');
+      big->text.append(digits);
     }
-    return v;
+    return big;
   }
   std::uint64_t parse_index(std::string_view t) {
     std::uint64_t v = 0;

@@ -96,6 +96,42 @@ grep -qx "device 2" "$tmp/snap.dev2.trace" || fail "pytorch dev2"
 "$bin" inspect "$tmp/only2.traceb" --json | grep -qF '"lower_bound_bytes":128' || fail "pytorch --device 2"
 expect_error "devices with events: 0, 2" "$bin" import pytorch "$tmp/snap.pickle" -o "$tmp/n.trace" --device 1
 
+# A snapshot with an unknown action, an unknown key and a frame whose line is 2**64-1 (seen in
+# real files): imported, and what was skipped is counted on its own line.
+printf '\200\004\225\361\000\000\000\000\000\000\000}\224\214\015device_traces\224]\224]\224(}\224(\214\006action\224\214\005alloc\224\214\004addr\224K\020\214\004size\224K@\214\006stream\224K\000\214\007time_us\224K\005\214\006colour\224K\001u}\224h\005\214\007mystery\224s}\224(h\005\214\016free_completed\224h\007K\020h\010K@h\011K\000h\012K\006u}\224(h\005h\006h\007K h\010K\010h\011K\000h\012K\007\214\006frames\224]\224}\224(\214\010filename\224\214\004a.py\224\214\004line\224\212\011\377\377\377\377\377\377\377\377\000\214\004name\224\214\001f\224uaueas.' \
+  > "$tmp/odd.pickle"
+"$bin" import pytorch "$tmp/odd.pickle" -o "$tmp/odd.trace" > "$tmp/out.txt"
+grep -qx "  skipped_unknown_actions: 1 (mystery:1)" "$tmp/out.txt" || fail "unknown actions: $(cat "$tmp/out.txt")"
+grep -qx "  skipped_unknown_keys: 1 (colour:1)" "$tmp/out.txt" || fail "unknown keys: $(cat "$tmp/out.txt")"
+grep -qx "meta skipped_unknown_actions 1" "$tmp/odd.trace" || fail "meta skipped_unknown_actions"
+grep -q "3 events, 2 allocations" "$tmp/out.txt" || fail "odd events: $(cat "$tmp/out.txt")"
+# A used field out of range: the file, the entry and what was expected.
+printf '\200\004\225J\000\000\000\000\000\000\000}\224\214\015device_traces\224]\224]\224}\224(\214\006action\224\214\005alloc\224\214\004addr\224\212\011\000\000\000\000\000\000\000\000\001\214\004size\224K\010uaas.' \
+  > "$tmp/bigaddr.pickle"
+expect_error "bigaddr.pickle: device_traces[0][0]: expected a non-negative 'addr' within uint64, got 18446744073709551616" \
+  "$bin" import pytorch "$tmp/bigaddr.pickle" -o "$tmp/b.trace"
+
+# Real snapshots (tests/data/snapshots/README.md). cnn-optimisation-loop: 31 blocks live
+# before recording, ten steps of which the last nine repeat 193 allocations, the run's peak.
+snaps=$2/tests/data/snapshots
+"$bin" import pytorch "$snaps/cnn-optimisation-loop.pickle" -o "$tmp/cnn.trace" > "$tmp/out.txt"
+for want in "  seeded_live_blocks: 31 (8.37 MiB live at the start: 0 freed unseen, 31 active in the dump-time segments)" \
+  "  iterations: 10 (repeating every 193 allocations)" "  iteration_seconds: 0.027256" "  snapshot_events: 9"; do
+  grep -qxF -- "$want" "$tmp/out.txt" || fail "cnn import lacks '$want': $(cat "$tmp/out.txt")"
+done
+"$bin" inspect "$tmp/cnn.trace" > "$tmp/inspect.txt"
+grep -Eq "^iterations +10 " "$tmp/inspect.txt" || fail "cnn inspect: $(cat "$tmp/inspect.txt")"
+grep -Eq "^lower bound +103\.24 MiB " "$tmp/inspect.txt" || fail "cnn peak: $(cat "$tmp/inspect.txt")"
+# lm-2.7b-train-ctx128: 50.8 GiB live before recording; the peak is the run's 65016 MiB.
+"$bin" import pytorch "$snaps/lm-2.7b-train-ctx128.pickle" -o "$tmp/lm.traceb" > /dev/null
+"$bin" inspect "$tmp/lm.traceb" --json | grep -qF '"lower_bound_bytes":68173760516' || fail "lm-2.7b peak"
+# Three devices with expandable segments; device 1 ran out of memory.
+"$bin" import pytorch "$snaps/embedder-train-expandable-3gpu.pickle" -o "$tmp/emb.trace" > "$tmp/out.txt"
+for d in 0 1 2; do [ -e "$tmp/emb.dev$d.trace" ] || fail "embedder device $d"; done
+grep -qxF "  oom_events: 1 (4.94 GiB requested)" "$tmp/out.txt" || fail "oom: $(cat "$tmp/out.txt")"
+grep -qxF "  segment_unmap_events: 6" "$tmp/out.txt" || fail "unmap: $(cat "$tmp/out.txt")"
+grep -qx "meta segment_map_events 175" "$tmp/emb.dev0.trace" || fail "segment_map_events"
+
 # Malformed input: a non-zero exit and a message naming the file and line.
 printf 'stalloc-trace 1\ndevice 0\na 1 100 0 0 fwd -1 -1 0\n' > "$tmp/bad.trace"
 expect_error "bad.trace:3: expected FLAGS" "$bin" inspect "$tmp/bad.trace"

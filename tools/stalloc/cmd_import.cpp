@@ -2,6 +2,7 @@
 // into a stalloc trace (formats in docs/formats.md).
 #include <charconv>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,11 @@ constexpr const char* kUsage =
     "FORMAT:\n"
     "  pytorch           torch.cuda.memory._dump_snapshot pickle (read safely: classes are\n"
     "                    refused); one OUTPUT per device with events, named OUTPUT with .devN\n"
-    "                    before the extension when there are several; --device N: only device N\n"
+    "                    before the extension when there are several; --device N: only device N.\n"
+    "                    Blocks live before recording began are allocated at the start;\n"
+    "                    iterations are found from the repeating allocation sequence; what the\n"
+    "                    trace has no event for (oom, segment actions, unknown actions and keys)\n"
+    "                    is counted in meta and printed\n"
     "  stalloc-artifact  STAlloc artifact trace: '1|0 PTR SIZE STREAM', 'Iteration Index : N',\n"
     "                    'micro-batch : F|B'\n"
     "  rmm               RMM logging CSV (Thread,Time,Action,Pointer,Size,Stream)\n"
@@ -41,6 +46,46 @@ std::string device_path(const std::string& path, int device) {
     return path + suffix;
   }
   return path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+std::string meta_or(const std::map<std::string, std::string>& meta, const char* key, const char* fallback) {
+  auto it = meta.find(key);
+  return it == meta.end() ? fallback : it->second;
+}
+
+std::string bytes_of(const std::string& decimal) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(decimal.data(), decimal.data() + decimal.size(), v);
+  return ec == std::errc() && p == decimal.data() + decimal.size() ? format_bytes(v) : decimal;
+}
+
+// What the importer recorded in meta beyond the events: one "  key: value" line each, so that
+// nothing it skipped goes unnoticed.
+void print_summary(const std::map<std::string, std::string>& meta) {
+  auto line = [&](const char* key, const std::string& detail = "") {
+    auto it = meta.find(key);
+    if (it == meta.end()) return;
+    std::cout << "  " << key << ": " << it->second << (detail.empty() ? "" : " (" + detail + ")") << "\n";
+  };
+  if (meta.count("seeded_live_blocks")) {
+    line("seeded_live_blocks", bytes_of(meta_or(meta, "seeded_live_bytes", "0")) + " live at the start: " +
+                                   meta_or(meta, "seeded_from_frees", "0") + " freed unseen, " +
+                                   meta_or(meta, "seeded_from_segments", "0") + " active in the dump-time segments");
+  }
+  if (meta.count("iteration_period")) {
+    line("iterations", "repeating every " + meta.at("iteration_period") + " allocations");
+  } else {
+    line("iterations", "no repetition found");
+  }
+  line("iteration_seconds");
+  for (const char* key : {"segment_alloc_events", "segment_free_events", "segment_map_events", "segment_unmap_events",
+                          "snapshot_events"}) {
+    line(key);
+  }
+  if (meta.count("oom_events")) line("oom_events", bytes_of(meta_or(meta, "oom_requested_bytes", "0")) + " requested");
+  for (const char* key : {"skipped_unknown_frees", "skipped_failures", "skipped_segment_blocks"}) line(key);
+  line("skipped_unknown_actions", meta_or(meta, "unknown_actions", ""));
+  line("skipped_unknown_keys", meta_or(meta, "unknown_keys", ""));
 }
 
 int run_import(const std::vector<std::string>& raw) {
@@ -103,10 +148,7 @@ int run_import(const std::vector<std::string>& raw) {
     for (const Event& e : trace.events) allocations += e.kind == EventKind::Alloc;
     std::cout << "wrote " << path << ": device " << trace.device << ", " << trace.events.size() << " events, "
               << allocations << " allocations, lower bound " << format_bytes(lower_bound_bytes(trace)) << "\n";
-    for (const char* key : {"skipped_unknown_frees", "skipped_failures"}) {
-      auto it = trace.meta.find(key);
-      if (it != trace.meta.end()) std::cout << "  " << key << ": " << it->second << "\n";
-    }
+    print_summary(trace.meta);
   }
   return 0;
 }
