@@ -283,6 +283,7 @@ class CudaDriver final : public Driver {
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
     ++counters_.set_accesses;
+    counters_.set_access_bytes += size;
     return Status::Success;
   }
 

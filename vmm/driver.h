@@ -56,6 +56,7 @@ struct DriverCounters {
   std::uint64_t maps = 0;
   std::uint64_t unmaps = 0;
   std::uint64_t set_accesses = 0;
+  std::uint64_t set_access_bytes = 0;  // bytes covered by successful set_access calls
   std::uint64_t live_chunks = 0;
   std::uint64_t live_reservations = 0;
   std::uint64_t live_mappings = 0;
