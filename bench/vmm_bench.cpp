@@ -1,4 +1,5 @@
-// Cost per chunk of each VMM call (create, map, set_access, unmap, release) on each backend.
+// Cost per chunk of each VMM call (create, map, set_access, unmap, release) on each backend:
+// cuda, host (backed by memfd/mmap) and host_unbacked (the books only, what the simulator runs).
 // Every iteration takes a batch of chunks through the whole life cycle and times one step of it
 // over the batch; the reported time is that step's time divided by the chunks (manual time, so
 // the other steps do not count). Chunks are the driver's granularity (2 MiB on current
@@ -6,6 +7,8 @@
 //
 // bin/bench_vmm --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 // The cuda benchmarks skip with an error when no CUDA driver or device is present.
+// BM_MapSetAccessUnmap times the three calls a slot's reuse makes, map + set_access + unmap, per
+// chunk, on the backed and the unbacked host driver: what the simulator saves by not mapping.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "vmm/driver_factory.h"
+#include "vmm/host_driver.h"
 #include "vmm/va_reservation.h"
 
 namespace stalloc::vmm {
@@ -35,6 +39,11 @@ Driver* driver_for(const std::string& backend, std::string* why) {
     return nullptr;
   }
   try {
+    if (backend == "host_unbacked") {
+      HostDriverOptions options;
+      options.backed = false;
+      return (drivers[backend] = make_host_driver(options)).get();
+    }
     return (drivers[backend] = make_driver(backend)).get();
   } catch (const DriverUnavailable& e) {
     *why = failures[backend] = e.what();
@@ -129,6 +138,47 @@ void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
   state.counters["chunk_bytes"] = static_cast<double>(g);
 }
 
+// map + set_access + unmap of a batch of chunks, again and again; time per chunk.
+void BM_MapSetAccessUnmap(benchmark::State& state, const char* backend) {
+  std::string why;
+  Driver* driver = driver_for(backend, &why);
+  if (driver == nullptr) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  std::size_t g = 0;
+  if (!ok(state, driver->granularity(&g), "granularity")) return;
+  VaReservation range;
+  if (!ok(state, VaReservation::reserve(*driver, kBatch * g, 0, &range), "reserve")) return;
+  std::vector<ChunkHandle> chunks(kBatch);
+  for (auto& c : chunks) {
+    if (!ok(state, driver->create(&c, g), "create")) return;
+  }
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      const DevicePtr ptr = range.base() + i * g;
+      if (!ok(state, driver->map(ptr, g, 0, chunks[i]), "map") ||
+          !ok(state, driver->set_access(ptr, g, Access::ReadWrite), "set_access") ||
+          !ok(state, driver->unmap(ptr, g), "unmap")) {
+        break;
+      }
+    }
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        static_cast<double>(kBatch));
+  }
+  for (auto c : chunks) driver->release(c);
+  state.counters["chunk_bytes"] = static_cast<double>(g);
+}
+
+BENCHMARK_CAPTURE(BM_MapSetAccessUnmap, host, "host")
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MapSetAccessUnmap, host_unbacked, "host_unbacked")
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 #define STALLOC_VMM_BENCH(step_name, step, backend)                                    \
   BENCHMARK_CAPTURE(BM_VmmCall, step_name/backend, #backend, step)                     \
       ->UseManualTime()                                                                \
@@ -140,6 +190,11 @@ STALLOC_VMM_BENCH(map, Step::Map, host);
 STALLOC_VMM_BENCH(set_access, Step::SetAccess, host);
 STALLOC_VMM_BENCH(unmap, Step::Unmap, host);
 STALLOC_VMM_BENCH(release, Step::Release, host);
+STALLOC_VMM_BENCH(create, Step::Create, host_unbacked);
+STALLOC_VMM_BENCH(map, Step::Map, host_unbacked);
+STALLOC_VMM_BENCH(set_access, Step::SetAccess, host_unbacked);
+STALLOC_VMM_BENCH(unmap, Step::Unmap, host_unbacked);
+STALLOC_VMM_BENCH(release, Step::Release, host_unbacked);
 STALLOC_VMM_BENCH(create, Step::Create, cuda);
 STALLOC_VMM_BENCH(map, Step::Map, cuda);
 STALLOC_VMM_BENCH(set_access, Step::SetAccess, cuda);

@@ -1,9 +1,20 @@
-// Host emulation of CUDA VMM. A physical chunk is a slice of an arena, a 1 GiB memfd (its pages
-// are allocated lazily, on first touch, so chunks cost nothing until written); a reservation is
-// a PROT_NONE anonymous mapping with MAP_NORESERVE; cuMemMap is an mmap(MAP_FIXED|MAP_SHARED) of
+// Host emulation of CUDA VMM, in two flavours that share one set of books (see host_driver.h).
+//
+// Backed (the default): a physical chunk is a slice of an arena, a 1 GiB memfd (its pages are
+// allocated lazily, on first touch, so chunks cost nothing until written); a reservation is a
+// PROT_NONE anonymous mapping with MAP_NORESERVE; cuMemMap is an mmap(MAP_FIXED|MAP_SHARED) of
 // the arena at the slice's offset over part of the reservation, so a chunk mapped twice shows the
 // same bytes at both addresses; cuMemUnmap puts the PROT_NONE placeholder back; cuMemSetAccess is
 // mprotect.
+//
+// Unbacked (backed = false): why it exists. The simulator runs the real runtime against a driver
+// for millions of calls; it needs the driver's rules and counters, not its memory, and a syscall
+// per call (or a kernel memory area per mapping) would make it slow and bound it by
+// vm.max_map_count. So the same books are kept and every call is checked the same way, but the
+// few private helpers that touch the address space or the memfds (place_reservation,
+// drop_reservation, place_mapping, restore_placeholder, protect, take_slice, give_back_slice) do
+// nothing: reservations come from a bump allocator over a fake range that is never reused, so a
+// stale pointer never aliases a later reservation.
 //
 // Why arenas: one memfd per chunk runs into the open-file limit (often 1024 to 20000) long before
 // a training plan's tens of thousands of chunks. Slices are handed out best-fit from the free
@@ -15,12 +26,17 @@
 // The driver keeps its own books (chunks, reservations, mappings) and checks every call against
 // CUDA's rules before touching the address space, so a call that CUDA would refuse is refused
 // here with the same code and leaves nothing changed. The kernel refuses new memory areas past
-// vm.max_map_count, in the middle of an munmap or mprotect too; the driver therefore counts the
-// areas its address space takes and refuses with OutOfMemory before the kernel would. A mapping
-// is one area, and each maximal unmapped run of a reservation is one: mapping a chunk into the
-// middle of a run splits it in two, mapping next to a neighbour only shortens it, so a
+// vm.max_map_count, in the middle of an munmap or mprotect too; the backed driver therefore counts
+// the areas its address space takes and refuses with OutOfMemory before the kernel would. A
+// mapping is one area, and each maximal unmapped run of a reservation is one: mapping a chunk into
+// the middle of a run splits it in two, mapping next to a neighbour only shortens it, so a
 // reservation mapped edge to edge (a plan's slots) costs one area per mapping. The kernel may
-// merge neighbours further; the count is an upper bound.
+// merge neighbours further; the count is an upper bound. Unbacked, there is no area budget.
+//
+// Lag (HostLag): PendingRecords below keeps, per stream, the records not complete yet, in order,
+// each with the queries it still needs and the records (on other streams) it was made to wait
+// for. A query counts the queried record and everything it depends on, then completes from the
+// front of every stream what is done; so completion is always closed under stream order.
 #include "vmm/host_driver.h"
 
 #include <fcntl.h>
@@ -29,6 +45,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -37,6 +54,9 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace stalloc::vmm {
 namespace {
@@ -44,6 +64,7 @@ namespace {
 constexpr std::size_t kAreaMargin = 1024;
 constexpr std::size_t kArenaBytes = std::size_t{1} << 30;
 constexpr std::size_t kDefaultMaxMapCount = 65530;
+constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
 std::size_t system_max_map_count() {
   std::ifstream in("/proc/sys/vm/max_map_count");
@@ -78,20 +99,181 @@ int protection(Access access) {
 
 void* as_address(DevicePtr ptr) { return reinterpret_cast<void*>(ptr); }
 
+// splitmix64: small, fast, and the same sequence on every platform (unlike the standard
+// distributions), so a seeded lag replays exactly.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, bound], by rejection: no modulo bias.
+  std::uint64_t up_to(std::uint64_t bound) {
+    if (bound == std::numeric_limits<std::uint64_t>::max()) return next();
+    const std::uint64_t range = bound + 1;
+    const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() -
+                                std::numeric_limits<std::uint64_t>::max() % range;
+    std::uint64_t x = next();
+    while (x >= limit) x = next();
+    return x % range;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// The event records of a lagging driver that are not complete yet (HostLag in host_driver.h).
+// Per stream, its incomplete records in order; a record is named by (stream, seq), seq counting
+// the stream's records from 0, and is complete when its seq is below the stream's first pending
+// one. Not thread-safe: the driver's mutex guards it.
+class PendingRecords {
+ public:
+  struct Id {
+    std::uint32_t stream = 0;
+    std::uint64_t seq = 0;
+  };
+
+  explicit PendingRecords(const HostLag& lag) : lag_(lag), rng_(lag.seed) {}
+
+  Id record(StreamHandle handle) {
+    const std::uint32_t index = stream_index(handle);
+    Stream& stream = streams_[index];
+    const auto count = static_cast<std::uint32_t>(
+        lag_.seed == 0 ? lag_.queries : rng_.up_to(lag_.queries));
+    std::vector<Id> after;
+    for (const Id& id : stream.waits) {
+      if (!complete(id)) after.push_back(id);
+    }
+    stream.waits.clear();
+    stream.pending.push_back(Entry{time_++, count, std::move(after)});
+    const Id id{index, stream.next_seq++};
+    if (stream.pending.size() > HostLag::kMaxPendingRecords) {
+      complete_through(stream.pending.front().time);
+    }
+    settle();
+    return id;
+  }
+
+  // Records made on handle from now on complete only after `id`.
+  void wait(StreamHandle handle, Id id) {
+    if (complete(id)) return;
+    const std::uint32_t index = stream_index(handle);
+    if (index == id.stream) return;  // stream order already says so
+    auto& waits = streams_[index].waits;
+    for (Id& w : waits) {
+      if (w.stream == id.stream) {
+        w.seq = std::max(w.seq, id.seq);
+        return;
+      }
+    }
+    waits.push_back(id);
+  }
+
+  bool complete(Id id) const { return id.seq < streams_[id.stream].first_seq; }
+
+  // One query of an incomplete record: counts it, the records before it on its stream and, the
+  // same way, every record they wait for (each once), then completes what is done.
+  void count(Id id) {
+    ++epoch_;
+    std::vector<Id> work{id};
+    while (!work.empty()) {
+      const Id at = work.back();
+      work.pop_back();
+      Stream& stream = streams_[at.stream];
+      std::uint64_t seq = stream.first_seq;
+      if (stream.counted_epoch == epoch_) seq = std::max(seq, stream.counted_through + 1);
+      if (at.seq < seq) continue;
+      for (; seq <= at.seq; ++seq) {
+        Entry& entry = stream.pending[seq - stream.first_seq];
+        if (entry.remaining > 0) --entry.remaining;
+        for (const Id& dep : entry.after) {
+          if (!complete(dep)) work.push_back(dep);
+        }
+      }
+      stream.counted_epoch = epoch_;
+      stream.counted_through = at.seq;
+    }
+    settle();
+  }
+
+ private:
+  struct Entry {
+    std::uint64_t time;          // order of all records, over every stream
+    std::uint32_t remaining;     // queries still needed
+    std::vector<Id> after;       // records on other streams it waits for
+  };
+  struct Stream {
+    std::deque<Entry> pending;   // seqs first_seq, first_seq + 1, ...
+    std::uint64_t first_seq = 0;
+    std::uint64_t next_seq = 0;
+    std::vector<Id> waits;       // for the next record: the latest per stream
+    std::uint64_t counted_epoch = 0;    // the query that last counted this stream's records,
+    std::uint64_t counted_through = 0;  // up to this seq
+  };
+
+  std::uint32_t stream_index(StreamHandle handle) {
+    auto [it, added] = index_.try_emplace(handle, static_cast<std::uint32_t>(streams_.size()));
+    if (added) streams_.emplace_back();
+    return it->second;
+  }
+
+  // Completes the front records of every stream that need no query more and wait for nothing
+  // incomplete, until none is left. Records wait only for older ones, so this ends.
+  void settle() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (Stream& stream : streams_) {
+        while (!stream.pending.empty() && stream.pending.front().remaining == 0 &&
+               std::all_of(stream.pending.front().after.begin(),
+                           stream.pending.front().after.end(),
+                           [this](const Id& dep) { return complete(dep); })) {
+          stream.pending.pop_front();
+          ++stream.first_seq;
+          progress = true;
+        }
+      }
+    }
+  }
+
+  // Completes every record made at or before `time`: a set closed under stream order, since a
+  // record waits only for older ones.
+  void complete_through(std::uint64_t time) {
+    for (Stream& stream : streams_) {
+      while (!stream.pending.empty() && stream.pending.front().time <= time) {
+        stream.pending.pop_front();
+        ++stream.first_seq;
+      }
+    }
+  }
+
+  const HostLag lag_;
+  SplitMix64 rng_;
+  std::unordered_map<StreamHandle, std::uint32_t> index_;
+  std::vector<Stream> streams_;
+  std::uint64_t time_ = 0;
+  std::uint64_t epoch_ = 0;
+};
+
 class HostDriver final : public Driver {
  public:
   HostDriver(const HostDriverOptions& options, std::size_t area_budget)
       : granularity_(options.granularity),
         max_bytes_(options.max_bytes),
         device_(options.device),
+        backed_(options.backed),
+        lagging_(options.lag.queries > 0),
         area_budget_(area_budget),
         max_mappings_(options.max_mappings != 0 ? options.max_mappings : area_budget),
-        arena_bytes_(std::max(kArenaBytes, options.granularity)) {}
+        arena_bytes_(std::max(kArenaBytes, options.granularity)),
+        pending_(options.lag) {}
 
   ~HostDriver() override {
     // Whatever the caller leaked goes with the driver: a reservation's munmap also removes the
     // mappings inside it.
-    for (const auto& [ptr, size] : reservations_) munmap(as_address(ptr), size);
+    for (const auto& [ptr, size] : reservations_) drop_reservation(ptr, size);
     for (const auto& [id, arena] : arenas_) close(arena.fd);
   }
 
@@ -100,13 +282,18 @@ class HostDriver final : public Driver {
 
   std::string_view name() const override { return "host"; }
   int device() const override { return device_; }
-  bool host_accessible() const override { return true; }
+  bool host_accessible() const override { return backed_; }
 
-  // The emulated device holds max_bytes, or the machine's memory when unlimited.
+  // The emulated device holds max_bytes; when unlimited, the machine's memory (backed) or
+  // kUnbackedTotalMemory.
   Status total_memory(std::size_t* out) override {
     if (out == nullptr) return Status::InvalidValue;
     if (max_bytes_ != 0) {
       *out = max_bytes_;
+      return Status::Success;
+    }
+    if (!backed_) {
+      *out = HostDriverOptions::kUnbackedTotalMemory;
       return Status::Success;
     }
     const long pages = sysconf(_SC_PHYS_PAGES);
@@ -159,17 +346,10 @@ class HostDriver final : public Driver {
     }
     std::lock_guard lock(mu_);
     if (areas() + 1 > area_budget_) return Status::OutOfMemory;
-    const std::size_t slack = alignment - page_size();
-    if (size > std::numeric_limits<std::size_t>::max() - slack) return Status::InvalidValue;
-    void* raw = mmap(nullptr, size + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
-    if (raw == MAP_FAILED) return Status::OutOfMemory;
-    const auto start = reinterpret_cast<DevicePtr>(raw);
-    const DevicePtr base = (start + alignment - 1) & ~(alignment - 1);
-    // Trim the over-allocation on both sides; trimming splits nothing.
-    if (base > start) munmap(raw, base - start);
-    const std::size_t tail = start + size + slack - (base + size);
-    if (tail > 0) munmap(as_address(base + size), tail);
+    DevicePtr base = 0;
+    if (const Status s = place_reservation(size, alignment, &base); s != Status::Success) {
+      return s;
+    }
     reservations_.emplace(base, size);
     ++gap_areas_;
     ++counters_.reserves;
@@ -183,7 +363,7 @@ class HostDriver final : public Driver {
     auto it = reservations_.find(ptr);
     if (it == reservations_.end() || it->second != size) return Status::InvalidValue;
     if (any_mapping_in(ptr, size)) return Status::InvalidValue;
-    if (munmap(as_address(ptr), size) != 0) return Status::Unknown;
+    if (!drop_reservation(ptr, size)) return Status::Unknown;
     reservations_.erase(it);
     --gap_areas_;
     ++counters_.frees;
@@ -206,10 +386,7 @@ class HostDriver final : public Driver {
     if (counters_.live_mappings >= max_mappings_ || areas() + gaps > area_budget_) {
       return Status::OutOfMemory;
     }
-    const Slice& slice = chunk->second.slice;
-    void* placed = mmap(as_address(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                        arenas_.at(slice.arena).fd, static_cast<off_t>(slice.offset + offset));
-    if (placed == MAP_FAILED) {
+    if (!place_mapping(ptr, size, chunk->second.slice)) {
       // A failed MAP_FIXED may have dropped the placeholder: put it back.
       restore_placeholder(ptr, size);
       return Status::OutOfMemory;
@@ -251,8 +428,9 @@ class HostDriver final : public Driver {
       cursor += it->second.size;
     }
     if (cursor != ptr + size) return Status::InvalidValue;
-    if (mprotect(as_address(ptr), size, protection(access)) != 0) return Status::OutOfMemory;
+    if (!protect(ptr, size, access)) return Status::OutOfMemory;
     ++counters_.set_accesses;
+    counters_.set_access_bytes += size;
     return Status::Success;
   }
 
@@ -260,7 +438,7 @@ class HostDriver final : public Driver {
     if (out == nullptr) return Status::InvalidValue;
     std::lock_guard lock(mu_);
     const EventHandle event = next_handle_++;
-    events_.insert(event);
+    events_.emplace(event, Event{});
     ++counters_.event_creates;
     ++counters_.live_events;
     *out = event;
@@ -275,10 +453,12 @@ class HostDriver final : public Driver {
     return Status::Success;
   }
 
-  // The host runs everything synchronously: a recorded event is complete at once.
-  Status event_record(EventHandle event, StreamHandle) override {
+  // Without lag the host runs everything synchronously: a recorded event is complete at once.
+  Status event_record(EventHandle event, StreamHandle stream) override {
     std::lock_guard lock(mu_);
-    if (!events_.contains(event)) return Status::InvalidHandle;
+    auto it = events_.find(event);
+    if (it == events_.end()) return Status::InvalidHandle;
+    if (lagging_) it->second = Event{true, pending_.record(stream)};
     ++counters_.event_records;
     return Status::Success;
   }
@@ -286,14 +466,20 @@ class HostDriver final : public Driver {
   // CUDA also answers Success for an event never recorded.
   Status event_query(EventHandle event) override {
     std::lock_guard lock(mu_);
-    if (!events_.contains(event)) return Status::InvalidHandle;
+    auto it = events_.find(event);
+    if (it == events_.end()) return Status::InvalidHandle;
     ++counters_.event_queries;
-    return Status::Success;
+    const Event& e = it->second;
+    if (!e.recorded || pending_.complete(e.record)) return Status::Success;
+    pending_.count(e.record);
+    return Status::NotReady;
   }
 
-  Status stream_wait_event(StreamHandle, EventHandle event) override {
+  Status stream_wait_event(StreamHandle stream, EventHandle event) override {
     std::lock_guard lock(mu_);
-    if (!events_.contains(event)) return Status::InvalidHandle;
+    auto it = events_.find(event);
+    if (it == events_.end()) return Status::InvalidHandle;
+    if (it->second.recorded) pending_.wait(stream, it->second.record);
     ++counters_.stream_waits;
     return Status::Success;
   }
@@ -316,7 +502,7 @@ class HostDriver final : public Driver {
     std::size_t offset = 0;
   };
   struct Chunk {
-    Slice slice;
+    Slice slice;  // unbacked: none
     std::size_t size;
     bool released;         // the handle is gone; the memory lives while mapped
     std::size_t mappings;  // live mappings of this chunk
@@ -324,6 +510,10 @@ class HostDriver final : public Driver {
   struct MappedRange {
     std::size_t size;
     ChunkHandle chunk;
+  };
+  struct Event {
+    bool recorded = false;  // only when lagging
+    PendingRecords::Id record;
   };
 
   static std::size_t page_size() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
@@ -362,9 +552,54 @@ class HostDriver final : public Driver {
     return it->first + it->second.size > ptr;
   }
 
+  // The address space: the only places, with the memfds below, that make syscalls, each a no-op
+  // (or the fake range's bump allocator) when unbacked.
+
+  // A PROT_NONE placeholder of size bytes at a multiple of alignment.
+  Status place_reservation(std::size_t size, std::size_t alignment, DevicePtr* out) {
+    if (!backed_) {
+      // Never reused; a granule's gap after each, so one past the end is in no reservation.
+      const DevicePtr base = (next_fake_ + alignment - 1) & ~(alignment - 1);
+      if (base < next_fake_ || !fits(base, size) || !fits(base + size, granularity_)) {
+        return Status::OutOfMemory;
+      }
+      next_fake_ = base + size + granularity_;
+      *out = base;
+      return Status::Success;
+    }
+    const std::size_t slack = alignment - page_size();
+    if (size > std::numeric_limits<std::size_t>::max() - slack) return Status::InvalidValue;
+    void* raw = mmap(nullptr, size + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (raw == MAP_FAILED) return Status::OutOfMemory;
+    const auto start = reinterpret_cast<DevicePtr>(raw);
+    const DevicePtr base = (start + alignment - 1) & ~(alignment - 1);
+    // Trim the over-allocation on both sides; trimming splits nothing.
+    if (base > start) munmap(raw, base - start);
+    const std::size_t tail = start + size + slack - (base + size);
+    if (tail > 0) munmap(as_address(base + size), tail);
+    *out = base;
+    return Status::Success;
+  }
+
+  bool drop_reservation(DevicePtr ptr, std::size_t size) {
+    return !backed_ || munmap(as_address(ptr), size) == 0;
+  }
+
+  bool place_mapping(DevicePtr ptr, std::size_t size, const Slice& slice) {
+    if (!backed_) return true;
+    return mmap(as_address(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                arenas_.at(slice.arena).fd, static_cast<off_t>(slice.offset)) != MAP_FAILED;
+  }
+
   bool restore_placeholder(DevicePtr ptr, std::size_t size) {
+    if (!backed_) return true;
     return mmap(as_address(ptr), size, PROT_NONE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
+  }
+
+  bool protect(DevicePtr ptr, std::size_t size, Access access) {
+    return !backed_ || mprotect(as_address(ptr), size, protection(access)) == 0;
   }
 
   static int new_memfd(std::size_t size) {
@@ -378,8 +613,9 @@ class HostDriver final : public Driver {
   }
 
   // The smallest free extent that holds size, lowest arena and offset first, so that later
-  // arenas empty out and get closed; a new arena when none holds it.
+  // arenas empty out and get closed; a new arena when none holds it. Unbacked: no slice.
   bool take_slice(std::size_t size, Slice* out) {
+    if (!backed_) return true;
     if (size > arena_bytes_) {
       const int fd = new_memfd(size);
       if (fd < 0) return false;
@@ -412,6 +648,7 @@ class HostDriver final : public Driver {
   }
 
   void give_back_slice(const Slice& slice, std::size_t size) {
+    if (!backed_) return;
     auto arena = arenas_.find(slice.arena);
     Arena& a = arena->second;
     a.used -= size;
@@ -458,20 +695,24 @@ class HostDriver final : public Driver {
   const std::size_t granularity_;
   const std::size_t max_bytes_;
   const int device_;
-  const std::size_t area_budget_;
+  const bool backed_;
+  const bool lagging_;
+  const std::size_t area_budget_;  // unbacked: kUnlimited
   const std::size_t max_mappings_;
   const std::size_t arena_bytes_;
 
   mutable std::mutex mu_;
   std::uint64_t next_handle_ = 1;
   std::uint64_t next_arena_ = 1;
+  DevicePtr next_fake_ = HostDriverOptions::kUnbackedBase;  // unbacked: the next free address
   std::map<std::uint64_t, Arena> arenas_;
   // Every arena's free extents as (length, arena, offset): best fit is a lower_bound.
   std::set<std::tuple<std::size_t, std::uint64_t, std::size_t>> free_extents_;
   std::map<ChunkHandle, Chunk> chunks_;
   std::map<DevicePtr, std::size_t> reservations_;  // start -> size
   std::map<DevicePtr, MappedRange> mappings_;      // start -> range
-  std::set<EventHandle> events_;
+  std::unordered_map<EventHandle, Event> events_;
+  PendingRecords pending_;
   DriverCounters counters_;
   std::size_t gap_areas_ = 0;  // unmapped runs of the reservations
 };
@@ -485,6 +726,7 @@ std::unique_ptr<Driver> make_host_driver(const HostDriverOptions& options) {
                             " must be a power of two and a multiple of the page size (" +
                             std::to_string(page) + ")");
   }
+  if (!options.backed) return std::make_unique<HostDriver>(options, kUnlimited);
   const std::size_t max_map_count = system_max_map_count();
   const std::size_t in_use = process_areas() + kAreaMargin;
   const std::size_t area_budget =

@@ -3,14 +3,10 @@
 // are backed (slices of a few memfds, hole-punched when their memory goes).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,29 +24,12 @@ namespace stalloc::vmm {
 namespace {
 
 using testing::kHostTestGranularity;
+using testing::host_driver_memfds;
+using testing::MemfdUsage;
+using testing::process_areas;
 using testing::protection_of;
 
 constexpr std::size_t G = kHostTestGranularity;
-
-// The memfds the host driver holds open, and the memory their pages take, from /proc/self/fd.
-struct MemfdUsage {
-  std::size_t files = 0;
-  std::size_t bytes = 0;
-};
-
-MemfdUsage host_driver_memfds() {
-  MemfdUsage usage;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code error;
-    const auto target = std::filesystem::read_symlink(entry.path(), error).string();
-    if (error || target.rfind("/memfd:stalloc-chunks", 0) != 0) continue;
-    struct stat info {};
-    if (stat(entry.path().c_str(), &info) != 0) continue;
-    ++usage.files;
-    usage.bytes += static_cast<std::size_t>(info.st_blocks) * 512;
-  }
-  return usage;
-}
 
 // The file offset column of /proc/self/maps for the area that starts at address.
 std::string file_offset_of(std::uintptr_t address) {
@@ -168,13 +147,6 @@ TEST(HostDriver, MaxMappingsReturnsOutOfMemory) {
   for (std::size_t i = 1; i < 4; ++i) {
     ASSERT_EQ(driver->unmap(range.base() + i * G, G), Status::Success);
   }
-}
-
-std::size_t process_areas() {
-  std::ifstream in("/proc/self/maps");
-  std::size_t lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
 }
 
 // The driver budgets kernel memory areas as one per mapping plus one per unmapped run of a

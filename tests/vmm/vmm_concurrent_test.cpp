@@ -105,5 +105,43 @@ TEST(VmmConcurrent, ExpandableRangesShareOnePool) {
   EXPECT_EQ(driver->counters().live_mappings, 0u);
 }
 
+// A lagging, unbacked driver shared by threads that each record on their own stream and query
+// their own event; the even ones also make their stream wait for the next thread's event. With
+// seed 0 a record answers NotReady exactly N times when only its own queries count it (the even
+// threads' events, which nobody waits for), and at most N times when the queries of records
+// ordered after it count it too (the odd threads' events).
+TEST(VmmConcurrent, LaggingEventsAnswerNotReadyAtMostNTimes) {
+  constexpr std::uint32_t kN = 3;
+  HostDriverOptions options;
+  options.granularity = G;
+  options.backed = false;
+  options.lag.queries = kN;
+  auto driver = make_host_driver(options);
+  std::vector<EventHandle> events(kThreads);
+  for (auto& e : events) ASSERT_EQ(driver->event_create(&e), Status::Success);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const auto stream = static_cast<StreamHandle>(t + 1);
+      const bool waits = t % 2 == 0;
+      for (int round = 0; round < kRounds; ++round) {
+        if (driver->event_record(events[t], stream) != Status::Success) ++wrong;
+        if (waits && driver->stream_wait_event(stream, events[(t + 1) % kThreads]) !=
+                         Status::Success) {
+          ++wrong;
+        }
+        std::uint32_t not_ready = 0;
+        Status s = Status::NotReady;
+        while ((s = driver->event_query(events[t])) == Status::NotReady) ++not_ready;
+        if (s != Status::Success || not_ready > kN || (waits && not_ready != kN)) ++wrong;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(driver->counters().event_records, static_cast<std::uint64_t>(kThreads) * kRounds);
+}
+
 }  // namespace
 }  // namespace stalloc::vmm

@@ -1,6 +1,9 @@
 #include "tests/vmm/vmm_test_support.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +15,10 @@ namespace stalloc::vmm::testing {
 std::unique_ptr<Driver> make_test_driver(const std::string& backend, std::string* why) {
   HostDriverOptions options;
   options.granularity = kHostTestGranularity;
+  if (backend == "host-unbacked") {
+    options.backed = false;
+    return make_host_driver(options);
+  }
   try {
     return make_driver(backend, options);
   } catch (const DriverUnavailable& e) {
@@ -52,5 +59,26 @@ MapsLine maps_line_of(std::uintptr_t address) {
 }
 
 std::string protection_of(std::uintptr_t address) { return maps_line_of(address).perms; }
+
+std::size_t process_areas() {
+  std::ifstream in("/proc/self/maps");
+  std::size_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+MemfdUsage host_driver_memfds() {
+  MemfdUsage usage;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const auto target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (error || target.rfind("/memfd:stalloc-chunks", 0) != 0) continue;
+    struct stat info {};
+    if (stat(entry.path().c_str(), &info) != 0) continue;
+    ++usage.files;
+    usage.bytes += static_cast<std::size_t>(info.st_blocks) * 512;
+  }
+  return usage;
+}
 
 }  // namespace stalloc::vmm::testing

@@ -1,0 +1,250 @@
+// The lagging host driver (HostDriverOptions::lag): recorded events stay pending for a number of
+// queries, so the runtime's paths for GPU work still in flight run on a CPU. The rules are in
+// host_driver.h; every test here counts answers by hand.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/vmm/vmm_test_support.h"
+#include "vmm/host_driver.h"
+
+namespace stalloc::vmm {
+namespace {
+
+std::unique_ptr<Driver> lagging(std::uint32_t queries, std::uint64_t seed = 0,
+                                bool backed = false) {
+  HostDriverOptions options;
+  options.granularity = testing::kHostTestGranularity;
+  options.backed = backed;
+  options.lag.queries = queries;
+  options.lag.seed = seed;
+  return make_host_driver(options);
+}
+
+EventHandle new_event(Driver& driver) {
+  EventHandle event = 0;
+  EXPECT_EQ(driver.event_create(&event), Status::Success);
+  return event;
+}
+
+// Queries until Success (at most `limit` times); returns the NotReady answers before it.
+int not_ready_answers(Driver& driver, EventHandle event, int limit = 1000) {
+  for (int n = 0; n < limit; ++n) {
+    const Status s = driver.event_query(event);
+    if (s == Status::Success) return n;
+    EXPECT_EQ(s, Status::NotReady);
+  }
+  ADD_FAILURE() << "event " << event << " never completed";
+  return limit;
+}
+
+TEST(LaggingHostDriver, ARecordedEventAnswersNotReadyNTimesThenSuccess) {
+  for (const bool backed : {false, true}) {
+    auto driver = lagging(3, 0, backed);
+    const EventHandle event = new_event(*driver);
+    ASSERT_EQ(driver->event_record(event, 7), Status::Success);
+    EXPECT_EQ(driver->event_query(event), Status::NotReady);
+    EXPECT_EQ(driver->event_query(event), Status::NotReady);
+    EXPECT_EQ(driver->event_query(event), Status::NotReady);
+    EXPECT_EQ(driver->event_query(event), Status::Success);
+    EXPECT_EQ(driver->event_query(event), Status::Success) << "complete stays complete";
+    EXPECT_EQ(driver->counters().event_queries, 5u);
+  }
+}
+
+TEST(LaggingHostDriver, AnEventNeverRecordedIsComplete) {
+  auto driver = lagging(5);
+  const EventHandle event = new_event(*driver);
+  EXPECT_EQ(driver->event_query(event), Status::Success);
+  EXPECT_EQ(driver->stream_wait_event(1, event), Status::Success);
+  EXPECT_EQ(driver->event_query(event), Status::Success);
+  EXPECT_EQ(driver->event_query(12345), Status::InvalidHandle);
+}
+
+TEST(LaggingHostDriver, ReRecordingStartsTheCountOver) {
+  auto driver = lagging(3);
+  const EventHandle event = new_event(*driver);
+  ASSERT_EQ(driver->event_record(event, 0), Status::Success);
+  EXPECT_EQ(driver->event_query(event), Status::NotReady);
+  EXPECT_EQ(driver->event_query(event), Status::NotReady);
+  ASSERT_EQ(driver->event_record(event, 0), Status::Success);
+  EXPECT_EQ(not_ready_answers(*driver, event), 3);
+  ASSERT_EQ(driver->event_record(event, 1), Status::Success) << "complete, then recorded again";
+  EXPECT_EQ(not_ready_answers(*driver, event), 3);
+}
+
+TEST(LaggingHostDriver, WaitingForAnEventNeitherCountsNorCompletesIt) {
+  auto driver = lagging(2);
+  const EventHandle event = new_event(*driver);
+  ASSERT_EQ(driver->event_record(event, 1), Status::Success);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(driver->stream_wait_event(2, event), Status::Success);
+  EXPECT_EQ(not_ready_answers(*driver, event), 2);
+  EXPECT_EQ(driver->counters().stream_waits, 5u);
+}
+
+TEST(LaggingHostDriver, WithoutLagEveryRecordIsCompleteAtOnce) {
+  auto driver = lagging(0, 99);
+  const EventHandle event = new_event(*driver);
+  ASSERT_EQ(driver->event_record(event, 3), Status::Success);
+  EXPECT_EQ(driver->event_query(event), Status::Success);
+}
+
+// Each record draws its count from [0, N]; the same seed draws the same counts.
+std::vector<int> seeded_counts(std::uint64_t seed) {
+  constexpr std::uint32_t kN = 6;
+  auto driver = lagging(kN, seed);
+  std::vector<EventHandle> events;
+  for (int i = 0; i < 64; ++i) {
+    events.push_back(new_event(*driver));
+    // A stream each, so no record waits for another.
+    EXPECT_EQ(driver->event_record(events.back(), static_cast<StreamHandle>(100 + i)),
+              Status::Success);
+  }
+  std::vector<int> counts;
+  for (const EventHandle e : events) counts.push_back(not_ready_answers(*driver, e));
+  return counts;
+}
+
+TEST(LaggingHostDriver, ASeedDrawsEachRecordsCountReproduciblyFromZeroToN) {
+  const std::vector<int> first = seeded_counts(42);
+  EXPECT_EQ(seeded_counts(42), first) << "same seed, same counts";
+  EXPECT_NE(seeded_counts(43), first) << "another seed, other counts";
+  const std::set<int> seen(first.begin(), first.end());
+  EXPECT_EQ(*seen.begin(), 0) << "0 can be drawn: complete at once";
+  EXPECT_EQ(*seen.rbegin(), 6) << "N can be drawn";
+  EXPECT_GE(seen.size(), 5u) << "64 draws from 7 values";
+}
+
+// Completion follows stream order: a record is complete only after those made before it on its
+// stream, and those its stream was made to wait for, whichever was queried.
+TEST(LaggingHostDriver, ALaterRecordCompletesOnlyAfterTheOnesBeforeIt) {
+  // Seed 0: every record takes N, so order changes nothing: N answers each.
+  auto plain = lagging(4);
+  const EventHandle a = new_event(*plain);
+  const EventHandle b = new_event(*plain);
+  ASSERT_EQ(plain->event_record(a, 1), Status::Success);
+  ASSERT_EQ(plain->stream_wait_event(2, a), Status::Success);
+  ASSERT_EQ(plain->event_record(b, 2), Status::Success);
+  EXPECT_EQ(not_ready_answers(*plain, b), 4);
+  EXPECT_EQ(plain->event_query(a), Status::Success) << "counted by b's queries";
+
+  // Seeded: find draws where the later record's count is smaller than the earlier one's.
+  constexpr std::uint32_t kN = 50;
+  int ordered = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    for (const bool same_stream : {true, false}) {
+      auto driver = lagging(kN, seed);
+      const EventHandle first = new_event(*driver);
+      const EventHandle later = new_event(*driver);
+      ASSERT_EQ(driver->event_record(first, 1), Status::Success);
+      if (!same_stream) {
+        ASSERT_EQ(driver->stream_wait_event(2, first), Status::Success);
+      }
+      ASSERT_EQ(driver->event_record(later, same_stream ? 1 : 2), Status::Success);
+      // The same seed draws the same two counts alone (each on its own stream).
+      auto apart = lagging(kN, seed);
+      const EventHandle x = new_event(*apart);
+      const EventHandle y = new_event(*apart);
+      ASSERT_EQ(apart->event_record(x, 1), Status::Success);
+      ASSERT_EQ(apart->event_record(y, 2), Status::Success);
+      const int later_alone = not_ready_answers(*apart, y);
+      const int first_alone = not_ready_answers(*apart, x);
+      const int answers = not_ready_answers(*driver, later);
+      EXPECT_EQ(answers, std::max(first_alone, later_alone)) << "seed " << seed;
+      EXPECT_EQ(driver->event_query(first), Status::Success) << "seed " << seed;
+      if (first_alone > later_alone) ++ordered;
+    }
+  }
+  EXPECT_GT(ordered, 4) << "some seeds should draw a later count below an earlier one";
+}
+
+// Streams with no wait between them are independent: a later record on one stream may complete
+// while an earlier one on another is pending, as on a GPU.
+TEST(LaggingHostDriver, UnrelatedStreamsCompleteIndependently) {
+  auto driver = lagging(3);
+  const EventHandle a = new_event(*driver);
+  const EventHandle b = new_event(*driver);
+  ASSERT_EQ(driver->event_record(a, 1), Status::Success);
+  ASSERT_EQ(driver->event_record(b, 2), Status::Success);
+  EXPECT_EQ(not_ready_answers(*driver, b), 3);
+  EXPECT_EQ(driver->event_query(a), Status::NotReady) << "b's queries did not count a";
+  EXPECT_EQ(not_ready_answers(*driver, a), 2);
+}
+
+// A random program of records, waits and queries over a few streams and events, with a seeded
+// lag: whenever an event answers Success, every record it depends on (by stream order and waits,
+// transitively) answers Success too.
+TEST(LaggingHostDriver, CompletionIsAlwaysClosedUnderStreamOrderAndWaits) {
+  constexpr int kStreams = 4;
+  constexpr int kEvents = 6;
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    auto driver = lagging(5, seed);
+    std::vector<EventHandle> events;
+    for (int i = 0; i < kEvents; ++i) events.push_back(new_event(*driver));
+    // The model: each record's ancestors; per event its current record, per stream its last
+    // record and the records it was made to wait for since.
+    std::vector<std::set<int>> ancestors;
+    std::vector<int> current(kEvents, -1);
+    std::vector<int> last(kStreams, -1);
+    std::vector<std::set<int>> waited(kStreams);
+    std::mt19937 rng(static_cast<std::uint32_t>(seed));
+    auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+    int successes_checked = 0;
+    for (int step = 0; step < 600; ++step) {
+      const int op = pick(3);
+      const int e = pick(kEvents);
+      const int s = pick(kStreams);
+      if (op == 0) {
+        ASSERT_EQ(driver->event_record(events[e], static_cast<StreamHandle>(s)), Status::Success);
+        std::set<int> before = waited[s];
+        if (last[s] >= 0) before.insert(last[s]);
+        std::set<int> all = before;
+        for (const int r : before) all.insert(ancestors[r].begin(), ancestors[r].end());
+        ancestors.push_back(all);
+        current[e] = last[s] = static_cast<int>(ancestors.size()) - 1;
+        waited[s].clear();
+      } else if (op == 1) {
+        ASSERT_EQ(driver->stream_wait_event(static_cast<StreamHandle>(s), events[e]),
+                  Status::Success);
+        if (current[e] >= 0) waited[s].insert(current[e]);
+      } else if (driver->event_query(events[e]) == Status::Success && current[e] >= 0) {
+        ++successes_checked;
+        for (int other = 0; other < kEvents; ++other) {
+          if (current[other] >= 0 && ancestors[current[e]].contains(current[other])) {
+            EXPECT_EQ(driver->event_query(events[other]), Status::Success)
+                << "seed " << seed << " step " << step << ": event " << e
+                << " complete before an earlier record of event " << other;
+          }
+        }
+      }
+    }
+    EXPECT_GT(successes_checked, 20) << "seed " << seed;
+  }
+}
+
+// Records never queried pile up; past HostLag::kMaxPendingRecords on one stream the oldest
+// completes, and with it everything recorded before it.
+TEST(LaggingHostDriver, AStreamHoldsAtMostMaxPendingRecords) {
+  auto driver = lagging(1000);
+  const EventHandle oldest = new_event(*driver);
+  const EventHandle elsewhere = new_event(*driver);
+  const EventHandle repeated = new_event(*driver);
+  ASSERT_EQ(driver->event_record(elsewhere, 2), Status::Success);
+  ASSERT_EQ(driver->event_record(oldest, 1), Status::Success);
+  for (std::size_t i = 0; i < HostLag::kMaxPendingRecords - 1; ++i) {
+    ASSERT_EQ(driver->event_record(repeated, 1), Status::Success);
+  }
+  EXPECT_EQ(driver->event_query(elsewhere), Status::NotReady) << "below the limit";
+  EXPECT_EQ(driver->event_query(oldest), Status::NotReady) << "exactly at the limit";
+  ASSERT_EQ(driver->event_record(repeated, 1), Status::Success);
+  EXPECT_EQ(driver->event_query(oldest), Status::Success);
+  EXPECT_EQ(driver->event_query(elsewhere), Status::Success) << "recorded before the oldest";
+  EXPECT_EQ(driver->event_query(repeated), Status::NotReady);
+}
+
+}  // namespace
+}  // namespace stalloc::vmm
