@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "planner/trace/trace.h"
+#include "vmm/driver_cost.h"
 
 namespace stalloc {
 
@@ -18,6 +19,7 @@ struct ModelOptions {
   std::uint64_t granularity = 2ull << 20;
   std::string pytorch_conf;          // PYTORCH_CUDA_ALLOC_CONF-style string for the pytorch models
   std::uint64_t stitch_threshold = 512ull << 20;  // gmlake: smallest request it stitches
+  std::string stalloc_conf;          // STALLOC_CONF for the runtime's rows ("stalloc", ...)
 };
 
 class AllocatorModel {
@@ -32,10 +34,15 @@ class AllocatorModel {
   // Serves a Free event of an allocation this model served.
   virtual void deallocate(const Event& e) = 0;
 
+  // The trace's iteration `iteration` is over (the simulator calls it before the first event of
+  // the next one, and after the last event). Policies that plan per iteration act here.
+  virtual void end_iteration(std::uint32_t /*iteration*/) {}
+
   // Device memory the policy holds now (segments, chunks, pools).
   virtual std::uint64_t reserved_bytes() const = 0;
-  // Driver calls (cudaMalloc/cudaFree or VMM calls) made so far.
-  virtual std::uint64_t driver_calls() const = 0;
+  // Driver calls made so far, per kind (cudaMalloc / cudaFree / device synchronisations for the
+  // caching allocators, VMM and event calls for the others), costed alike by vmm::CostTable.
+  virtual vmm::CallTally driver_calls() const = 0;
 };
 
 // Creates a model by name ("pytorch", "pytorch-expandable", "gmlake", "stalloc-paper",

@@ -22,14 +22,35 @@ std::uint64_t GmlakeModel::pool_size(std::uint64_t requested) const {
   return (rounded + granularity_ - 1) / granularity_ * granularity_;
 }
 
-std::uint64_t GmlakeModel::segment_create_calls(std::uint64_t bytes, bool small) const {
-  if (small) return 1;  // cudaMalloc
-  return 2 * chunks(bytes) + 2;  // cuMemCreate + cuMemMap per chunk, address reserve, set access
+void GmlakeModel::count_segment_create(std::uint64_t bytes, bool small) {
+  if (small) {
+    add_calls(vmm::CallKind::CudaMalloc);
+    return;
+  }
+  count_range_mapped(bytes, true);
 }
 
-std::uint64_t GmlakeModel::segment_release_calls(std::uint64_t bytes, bool small) const {
-  if (small) return 1;
-  return 2 * chunks(bytes) + 1;  // cuMemUnmap + cuMemRelease per chunk, address free
+void GmlakeModel::count_segment_release(std::uint64_t bytes, bool small) {
+  if (small) {
+    add_calls(vmm::CallKind::CudaFree);
+    return;
+  }
+  count_range_unmapped(bytes, true);
+}
+
+// An address range mapped chunk by chunk (cuMemCreate each when `fresh`), access set once.
+void GmlakeModel::count_range_mapped(std::uint64_t bytes, bool fresh) {
+  add_calls(vmm::CallKind::Reserve);
+  if (fresh) add_calls(vmm::CallKind::Create, chunks(bytes));
+  add_calls(vmm::CallKind::Map, chunks(bytes));
+  add_calls(vmm::CallKind::SetAccess);
+  add_calls(vmm::CallKind::SetAccessExtra, bytes / kSmallBuffer - 1);
+}
+
+void GmlakeModel::count_range_unmapped(std::uint64_t bytes, bool release) {
+  add_calls(vmm::CallKind::Unmap, chunks(bytes));
+  if (release) add_calls(vmm::CallKind::Release, chunks(bytes));
+  add_calls(vmm::CallKind::AddressFree);
 }
 
 GmlakeModel::Block* GmlakeModel::carve(std::uint32_t stream, const Piece& piece) {
@@ -105,7 +126,7 @@ bool GmlakeModel::serve_from_cache(const Event& e, std::uint64_t size, std::uint
   live.range.stream = e.stream;
   for (Block* b : chosen) live.range.pieces.push_back({b->addr, b->size});
   live.blocks = std::move(chosen);
-  add_driver_calls(chunks(total) + 2);  // address reserve, cuMemMap per chunk, one set access
+  count_range_mapped(total, false);
   *address = live.range.address;
   live_stitches_.emplace(e.id, std::move(live));
   ++stitches_;
@@ -118,7 +139,7 @@ bool GmlakeModel::release_other(const Event& e) {
   for (Block* b : it->second.blocks) free_block(b);
   if (cached_ranges_.size() >= kMaxCachedRanges) {
     // Drop the smallest cached range: unmap its chunks and free its address space.
-    add_driver_calls(chunks(cached_ranges_.begin()->second.size) + 1);
+    count_range_unmapped(cached_ranges_.begin()->second.size, false);
     cached_ranges_.erase(cached_ranges_.begin());
   }
   cached_ranges_.emplace(it->second.range.size, std::move(it->second.range));

@@ -36,8 +36,8 @@ class GmlakeModel : public PytorchCachingModel {
   std::uint64_t pool_size(std::uint64_t requested) const override;
   bool serve_from_cache(const Event& e, std::uint64_t size, std::uint64_t* address) override;
   bool release_other(const Event& e) override;
-  std::uint64_t segment_create_calls(std::uint64_t bytes, bool small) const override;
-  std::uint64_t segment_release_calls(std::uint64_t bytes, bool small) const override;
+  void count_segment_create(std::uint64_t bytes, bool small) override;
+  void count_segment_release(std::uint64_t bytes, bool small) override;
 
  private:
   struct Piece {
@@ -60,6 +60,10 @@ class GmlakeModel : public PytorchCachingModel {
   // free block that contains it; nullptr when that range is not wholly free.
   Block* carve(std::uint32_t stream, const Piece& piece);
   std::uint64_t chunks(std::uint64_t bytes) const { return bytes / granularity_; }
+  // A range of `bytes` reserved and mapped chunk by chunk, access set once (`fresh`: its chunks
+  // created too); unmapped chunk by chunk and its addresses freed (`release`: chunks released).
+  void count_range_mapped(std::uint64_t bytes, bool fresh);
+  void count_range_unmapped(std::uint64_t bytes, bool release);
 
   std::uint64_t granularity_;
   std::uint64_t stitch_threshold_;

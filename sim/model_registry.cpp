@@ -8,6 +8,7 @@
 #include "sim/gmlake_model.h"
 #include "sim/pytorch_alloc_conf.h"
 #include "sim/pytorch_caching_model.h"
+#include "sim/runtime_model.h"
 #include "sim/stalloc_model.h"
 
 namespace stalloc {
@@ -35,9 +36,12 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
          return std::make_unique<GmlakeModel>(conf, o.capacity, o.granularity, o.stitch_threshold);
        }},
       {"stalloc-paper", [](const Trace& t, const ModelOptions& o) { return make_stalloc_model(t, "stalloc-paper", o); }},
-      {"stalloc", [](const Trace& t, const ModelOptions& o) { return make_stalloc_model(t, "stalloc", o); }},
+      {"stalloc", [](const Trace&, const ModelOptions& o) { return make_runtime_model("stalloc", o.stalloc_conf, o); }},
       {"stalloc-windowed",
-       [](const Trace& t, const ModelOptions& o) { return make_stalloc_model(t, "stalloc-windowed", o); }},
+       [](const Trace&, const ModelOptions& o) {
+         const std::string conf = o.stalloc_conf.empty() ? "mode:windowed" : o.stalloc_conf + ",mode:windowed";
+         return make_runtime_model("stalloc-windowed", conf, o);
+       }},
   };
   return all;
 }

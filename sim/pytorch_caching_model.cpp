@@ -115,8 +115,8 @@ void PytorchCachingModel::deallocate(const Event& e) {
 
 bool PytorchCachingModel::serve_from_cache(const Event&, std::uint64_t, std::uint64_t*) { return false; }
 bool PytorchCachingModel::release_other(const Event&) { return false; }
-std::uint64_t PytorchCachingModel::segment_create_calls(std::uint64_t, bool) const { return 1; }
-std::uint64_t PytorchCachingModel::segment_release_calls(std::uint64_t, bool) const { return 1; }
+void PytorchCachingModel::count_segment_create(std::uint64_t, bool) { add_calls(vmm::CallKind::CudaMalloc); }
+void PytorchCachingModel::count_segment_release(std::uint64_t, bool) { add_calls(vmm::CallKind::CudaFree); }
 
 PytorchCachingModel::Block* PytorchCachingModel::get_free_block(std::uint32_t stream, bool small,
                                                                 std::uint64_t size) {
@@ -168,7 +168,7 @@ PytorchCachingModel::Block* PytorchCachingModel::alloc_segment(std::uint32_t str
   b->segment = seg.get();
   segments_.emplace(seg->base, std::move(seg));
   reserved_ += alloc_size;
-  driver_calls_ += segment_create_calls(alloc_size, small);
+  count_segment_create(alloc_size, small);
   return b;
 }
 
@@ -219,7 +219,7 @@ PytorchCachingModel::Block* PytorchCachingModel::find_expandable_block(std::uint
   b->segment = seg.get();
   segments_.emplace(seg->base, std::move(seg));
   unmapped.insert(b);
-  driver_calls_ += 1;  // cuMemAddressReserve
+  add_calls(vmm::CallKind::Reserve);
   return b;
 }
 
@@ -246,7 +246,11 @@ bool PytorchCachingModel::map_block(Block* b, std::uint64_t size) {
   b->gc_base = free_searches_[b->small ? 1 : 0];
   free_pool(b->small).insert(b);
   reserved_ += bytes;
-  driver_calls_ += 2 * (bytes / page) + 1;  // cuMemCreate + cuMemMap per page, one cuMemSetAccess
+  // cuMemCreate + cuMemMap per page, one cuMemSetAccess over them all.
+  add_calls(vmm::CallKind::Create, bytes / page);
+  add_calls(vmm::CallKind::Map, bytes / page);
+  add_calls(vmm::CallKind::SetAccess);
+  add_calls(vmm::CallKind::SetAccessExtra, bytes / kSmallBuffer - 1);
   return true;
 }
 
@@ -284,7 +288,8 @@ void PytorchCachingModel::unmap_block(Block* b) {
   try_merge(b, b->next);
   unmapped_[b->small ? 1 : 0].insert(b);
   reserved_ -= end - begin;
-  driver_calls_ += 2 * ((end - begin) / page);  // cuMemUnmap + cuMemRelease per page
+  add_calls(vmm::CallKind::Unmap, (end - begin) / page);
+  add_calls(vmm::CallKind::Release, (end - begin) / page);
 }
 
 bool PytorchCachingModel::should_split(const Block* b, std::uint64_t size) const {
@@ -347,14 +352,14 @@ void PytorchCachingModel::release_block(Block* b) {
   const bool small = b->small;
   segments_.erase(b->segment->base);
   reserved_ -= bytes;
-  driver_calls_ += segment_release_calls(bytes, small);
+  count_segment_release(bytes, small);
   delete_block(b);
 }
 
 void PytorchCachingModel::release_expandable_segment(Block* b) {
   unmapped_[b->small ? 1 : 0].erase(b);
   segments_.erase(b->segment->base);
-  driver_calls_ += 1;  // cuMemAddressFree
+  add_calls(vmm::CallKind::AddressFree);
   delete_block(b);
 }
 
@@ -368,6 +373,7 @@ bool PytorchCachingModel::release_available_cached_blocks(std::uint32_t stream, 
   auto it = pool.lower_bound(&key);
   if (it != pool.end() && (*it)->stream == stream && !(*it)->segment->expandable) {
     if ((*it)->prev || (*it)->next) return false;
+    add_calls(vmm::CallKind::DeviceSync);  // cudaFree waits for the device
     release_block(*it);
     return true;
   }
@@ -385,10 +391,14 @@ bool PytorchCachingModel::release_available_cached_blocks(std::uint32_t stream, 
     }
     if (first) break;
   }
+  // The first cudaFree waits for the device; the ones after it find it idle.
+  if (released > 0) add_calls(vmm::CallKind::DeviceSync);
   return released >= key.size;
 }
 
 bool PytorchCachingModel::release_cached_blocks() {
+  // PyTorch synchronizes its outstanding events (and so the device) before it frees anything.
+  add_calls(vmm::CallKind::DeviceSync);
   for (bool small : {false, true}) {
     std::vector<Block*> whole, expandable;
     for (Block* b : free_pool(small)) {

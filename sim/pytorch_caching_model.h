@@ -44,7 +44,7 @@ class PytorchCachingModel : public AllocatorModel {
   bool allocate(const Event& e, std::uint64_t* address) override;
   void deallocate(const Event& e) override;
   std::uint64_t reserved_bytes() const override { return reserved_; }
-  std::uint64_t driver_calls() const override { return driver_calls_; }
+  vmm::CallTally driver_calls() const override { return calls_; }
 
   // PyTorch's size policy, exposed for tests.
   std::uint64_t round_size(std::uint64_t size) const;
@@ -89,9 +89,10 @@ class PytorchCachingModel : public AllocatorModel {
   virtual bool serve_from_cache(const Event& e, std::uint64_t size, std::uint64_t* address);
   // Frees an allocation this class did not record as a block; false if it does not know it.
   virtual bool release_other(const Event& e);
-  // Driver calls to create / destroy a non-expandable segment of `bytes`.
-  virtual std::uint64_t segment_create_calls(std::uint64_t bytes, bool small) const;
-  virtual std::uint64_t segment_release_calls(std::uint64_t bytes, bool small) const;
+  // Counts the driver calls that create / destroy a non-expandable segment of `bytes`
+  // (cudaMalloc / cudaFree here).
+  virtual void count_segment_create(std::uint64_t bytes, bool small);
+  virtual void count_segment_release(std::uint64_t bytes, bool small);
 
   FreeSet& free_pool(bool small) { return free_[small ? 1 : 0]; }
   // Takes a free block out of its pool and marks it allocated.
@@ -101,7 +102,7 @@ class PytorchCachingModel : public AllocatorModel {
   // Splits b so that it keeps `size` bytes; the rest becomes a free block in b's pool.
   void split(Block* b, std::uint64_t size);
   std::uint64_t new_address_range(std::uint64_t bytes);
-  void add_driver_calls(std::uint64_t n) { driver_calls_ += n; }
+  void add_calls(vmm::CallKind kind, std::uint64_t n = 1) { calls_[kind] += n; }
 
  private:
   Block* new_block();
@@ -127,7 +128,7 @@ class PytorchCachingModel : public AllocatorModel {
   std::uint64_t capacity_;
   std::uint64_t expandable_range_;  // address space of one expandable segment
   std::uint64_t reserved_ = 0;
-  std::uint64_t driver_calls_ = 0;
+  vmm::CallTally calls_;
   std::uint64_t next_address_ = 1ull << 32;
   FreeSet free_[2];                        // [0] large pool, [1] small pool
   std::set<Block*, ByAddress> unmapped_[2];

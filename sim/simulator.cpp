@@ -36,15 +36,21 @@ SimResult simulate_with(const Trace& trace, AllocatorModel& model, std::string_v
   std::uint64_t allocated = 0;
   const std::uint32_t first_iteration = n ? events.front().iteration : 0;
   std::uint32_t last_iteration = first_iteration;
-  // Driver calls are reported for the last iteration: the steady state, after whatever a policy
+  // Calls are tallied per iteration; the last one is the steady state, after whatever a policy
   // does while it warms up (caching, profiling, planning).
-  std::uint64_t calls_at_last_iteration_start = 0;
+  vmm::CallTally calls_at_iteration_start;
+  auto close_iteration = [&] {
+    model.end_iteration(last_iteration);
+    const vmm::CallTally now = model.driver_calls();
+    r.iteration_calls.push_back(now - calls_at_iteration_start);
+    calls_at_iteration_start = now;
+  };
 
   for (std::size_t i = 0; i < n; ++i) {
     const Event& e = events[i];
-    if (e.iteration > last_iteration) {
-      last_iteration = e.iteration;
-      calls_at_last_iteration_start = model.driver_calls();
+    while (e.iteration > last_iteration) {
+      close_iteration();
+      ++last_iteration;
     }
     if (e.kind == EventKind::Alloc) {
       std::uint64_t address = 0;
@@ -83,7 +89,8 @@ SimResult simulate_with(const Trace& trace, AllocatorModel& model, std::string_v
     pending.event = r.events - 1;
     r.timeline.push_back(pending);
   }
-  r.driver_calls_per_iteration = static_cast<double>(model.driver_calls() - calls_at_last_iteration_start);
+  close_iteration();
+  r.driver_calls_per_iteration = static_cast<double>(r.iteration_calls.back().total());
   r.waste_bytes = r.peak_reserved_bytes - std::min(r.peak_reserved_bytes, r.peak_allocated_bytes);
   r.utilization = r.peak_reserved_bytes == 0
                       ? 1.0

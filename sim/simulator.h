@@ -11,6 +11,7 @@
 
 #include "planner/generator/generator.h"
 #include "planner/trace/trace.h"
+#include "vmm/driver_cost.h"
 #include "sim/allocator_model.h"
 
 namespace stalloc {
@@ -34,6 +35,21 @@ struct SimResult {
   // Driver calls made during the trace's last iteration (the steady state, after warm-up,
   // profiling and planning); the whole trace's when it has only one iteration.
   double driver_calls_per_iteration = 0.0;
+  // Driver calls per kind in each iteration of the trace, in order (one entry per iteration
+  // number from the first to the last seen); the last is the steady state.
+  std::vector<vmm::CallTally> iteration_calls;
+  // Filled by estimate_time (sim/time_estimate.h): the iteration's time on a GPU and what the
+  // calls would cost on it.
+  struct TimeEstimate {
+    std::string gpu;
+    double iteration_seconds = 0.0;  // 0 when unknown
+    std::string iteration_source;    // "time stamps", "FLOPs at 40% MFU", "unknown"
+    vmm::CallTally first_calls;      // the costliest iteration before the last (the last if alone)
+    double allocator_seconds_first = 0.0;
+    double allocator_seconds_steady = 0.0;
+    double overhead_first = 0.0;     // of the iteration time; 0 when that is unknown
+    double overhead_steady = 0.0;
+  } time;
   double milliseconds = 0.0;  // model construction (planning) and replay
   std::vector<TimelinePoint> timeline;
 };

@@ -59,7 +59,7 @@ class CachingPool {
   std::optional<std::pair<std::uint64_t, std::uint64_t>> allocate(std::uint64_t size,
                                                                   std::uint64_t room,
                                                                   VirtualSpace& va,
-                                                                  std::uint64_t* driver_calls) {
+                                                                  vmm::CallTally* calls) {
     const std::uint64_t want = round_up(std::max<std::uint64_t>(size, 1), kTensorAlignment);
     auto it = free_.lower_bound(want);
     if (it != free_.end() && it->first <= 2 * want) {
@@ -73,7 +73,7 @@ class CachingPool {
         segment_ = va.take(g_, g_);
         segment_used_ = 0;
         reserved_ += g_;
-        ++*driver_calls;
+        ++(*calls)[vmm::CallKind::CudaMalloc];
       }
       const std::uint64_t at = segment_ + segment_used_;
       segment_used_ += want;
@@ -81,11 +81,11 @@ class CachingPool {
     }
     const std::uint64_t bytes = round_up(want, g_);
     if (bytes > room) {
-      room += release_cached(driver_calls);
+      room += release_cached(calls);
       if (bytes > room) return std::nullopt;
     }
     reserved_ += bytes;
-    ++*driver_calls;
+    ++(*calls)[vmm::CallKind::CudaMalloc];
     return std::make_pair(va.take(bytes, g_), bytes);
   }
 
@@ -94,17 +94,19 @@ class CachingPool {
   }
 
   // Frees cached segments (blocks above 1 MiB); returns the bytes given back.
-  std::uint64_t release_cached(std::uint64_t* driver_calls) {
+  std::uint64_t release_cached(vmm::CallTally* calls) {
     std::uint64_t released = 0;
     for (auto it = free_.begin(); it != free_.end();) {
       if (it->second.own_segment) {
         released += it->first;
-        ++*driver_calls;
+        ++(*calls)[vmm::CallKind::CudaFree];
         it = free_.erase(it);
       } else {
         ++it;
       }
     }
+    // cudaFree waits for the device; the frees after the first find it idle.
+    if (released > 0) ++(*calls)[vmm::CallKind::DeviceSync];
     reserved_ -= released;
     return released;
   }
@@ -215,7 +217,7 @@ class StallocModel final : public AllocatorModel {
     return chunks * g_ + cache_.reserved();
   }
 
-  std::uint64_t driver_calls() const override { return driver_calls_; }
+  vmm::CallTally driver_calls() const override { return calls_; }
 
  private:
   // ---- iterations and plans
@@ -229,7 +231,10 @@ class StallocModel final : public AllocatorModel {
     const std::int64_t next = choose_plan(iteration);
     if (next != active_) switch_plan(next);
     if (active_ >= 0 && variant_ == Variant::Windowed) {
-      driver_calls_ += plans_[static_cast<std::size_t>(active_)].plan.vmm_ops_per_iteration;
+      // Windows map and unmap each view once per iteration.
+      const std::uint64_t ops = plans_[static_cast<std::size_t>(active_)].plan.vmm_ops_per_iteration;
+      calls_[vmm::CallKind::Map] += ops / 2;
+      calls_[vmm::CallKind::Unmap] += ops - ops / 2;
     }
   }
 
@@ -304,13 +309,19 @@ class StallocModel final : public AllocatorModel {
     active_ = next;
     if (active_ >= 0) {
       const CachedPlan& cached = plans_[static_cast<std::size_t>(active_)];
-      if (cached.plan.num_chunks > pool_size_) {
-        driver_calls_ += cached.plan.num_chunks - pool_size_;
-        pool_size_ = cached.plan.num_chunks;
-      }
+      const std::uint64_t grow = cached.plan.num_chunks > pool_size_ ? cached.plan.num_chunks - pool_size_ : 0;
+      pool_size_ += grow;
       region_base_ = va_.take(cached.region_bytes, g_);
-      driver_calls_ += cached.plan.mappings + cached.plan.slots.size();
-      if (variant_ == Variant::Paper) cache_.release_cached(&driver_calls_);
+      if (variant_ == Variant::Paper) {
+        // One static pool, one cudaMalloc.
+        if (grow > 0) ++calls_[vmm::CallKind::CudaMalloc];
+        cache_.release_cached(&calls_);
+      } else {
+        calls_[vmm::CallKind::Create] += grow;
+        calls_[vmm::CallKind::Map] += cached.plan.mappings;
+        calls_[vmm::CallKind::Reserve] += cached.plan.slots.size();
+        calls_[vmm::CallKind::SetAccess] += cached.plan.slots.size();
+      }
     }
     occupied_.assign(pool_size_, {});
     lent_.assign(pool_size_, false);
@@ -417,6 +428,18 @@ class StallocModel final : public AllocatorModel {
     return true;
   }
 
+  // New chunks created and mapped, access set once over them; unmapped and released.
+  void count_mapped(std::uint64_t chunks) {
+    if (chunks == 0) return;
+    calls_[vmm::CallKind::Create] += chunks;
+    calls_[vmm::CallKind::Map] += chunks;
+    ++calls_[vmm::CallKind::SetAccess];
+  }
+  void count_unmapped(std::uint64_t chunks) {
+    calls_[vmm::CallKind::Unmap] += chunks;
+    calls_[vmm::CallKind::Release] += chunks;
+  }
+
   bool fits(std::uint64_t more_bytes) const {
     return options_.capacity == 0 || reserved_bytes() + more_bytes <= options_.capacity;
   }
@@ -425,7 +448,7 @@ class StallocModel final : public AllocatorModel {
     if (!fits(chunks * g_)) return false;
     fresh_chunks_ += chunks;
     held.fresh_chunks = chunks;
-    driver_calls_ += 2 * chunks + (chunks > 0 ? 1 : 0);
+    count_mapped(chunks);
     return true;
   }
 
@@ -460,7 +483,7 @@ class StallocModel final : public AllocatorModel {
       current_small_ = small_.size();
       small_.push_back({va_.take(g_, g_), 0, 0});
       ++small_held_;
-      driver_calls_ += 3;
+      count_mapped(1);
     }
     SmallChunk& chunk = small_[current_small_];
     held.source = Source::SmallChunk;
@@ -475,7 +498,7 @@ class StallocModel final : public AllocatorModel {
     const std::uint64_t at = round_up(persistent_used_, kTensorAlignment);
     const std::uint64_t grow = ceil_div(at + held.size, g_) - ceil_div(persistent_used_, g_);
     if (!fits(grow * g_)) return false;
-    driver_calls_ += 2 * grow + (grow > 0 ? 1 : 0);
+    count_mapped(grow);
     persistent_used_ = at + held.size;
     held.source = Source::Persistent;
     held.address = kPersistentBase + at;
@@ -490,7 +513,7 @@ class StallocModel final : public AllocatorModel {
         slab_free_.push_back(page + cell - kSlabMaxRequest);
       }
       ++slab_pages_;
-      ++driver_calls_;
+      ++calls_[vmm::CallKind::CudaMalloc];
     }
     held.source = Source::Slab;
     held.address = slab_free_.back();
@@ -502,7 +525,7 @@ class StallocModel final : public AllocatorModel {
     const std::uint64_t room = options_.capacity == 0
                                    ? UINT64_MAX
                                    : options_.capacity - std::min(options_.capacity, reserved_bytes());
-    auto block = cache_.allocate(held.size, room, va_, &driver_calls_);
+    auto block = cache_.allocate(held.size, room, va_, &calls_);
     if (!block) return false;
     held.source = Source::Cache;
     held.address = block->first;
@@ -527,7 +550,7 @@ class StallocModel final : public AllocatorModel {
       }
     }
     fresh_chunks_ -= held.fresh_chunks;
-    driver_calls_ += 2 * held.fresh_chunks;
+    count_unmapped(held.fresh_chunks);
     switch (held.source) {
       case Source::SmallChunk: {
         SmallChunk& chunk = small_[held.small_chunk];
@@ -536,7 +559,7 @@ class StallocModel final : public AllocatorModel {
             chunk.used = 0;  // the current chunk is reused from its start
           } else {
             --small_held_;
-            driver_calls_ += 2;
+            count_unmapped(1);
           }
         }
         break;
@@ -558,7 +581,7 @@ class StallocModel final : public AllocatorModel {
     auto it = orphans_.find({generation, chunk});
     if (it != orphans_.end() && --it->second == 0) {
       orphans_.erase(it);
-      driver_calls_ += 2;
+      count_unmapped(1);
     }
   }
 
@@ -608,7 +631,7 @@ class StallocModel final : public AllocatorModel {
   VirtualSpace va_;
   std::unordered_map<std::uint64_t, Held> live_;
   std::uint64_t live_bytes_ = 0;
-  std::uint64_t driver_calls_ = 0;
+  vmm::CallTally calls_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // deallocated output placeholder dies when its variable is rebound or its list entry popped.
 #include "planner/generator/generator.h"
 
+#include <cstdio>
 #include <deque>
 
 #include "planner/generator/generator_model.h"
@@ -245,11 +246,17 @@ Trace generate_trace(const GeneratorConfig& cfg) {
   PipelineDriver driver(cfg, builder, model);
   const std::vector<std::uint64_t> seqs = gen::iteration_sequence_lengths(cfg);
   std::string seq_meta;
+  double flops = 0.0;
   for (std::uint64_t s : seqs) {
     if (!seq_meta.empty()) seq_meta += ',';
     seq_meta += std::to_string(s);
+    flops += flops_per_iteration(cfg, s);
   }
   trace.meta["sequence_lengths"] = seq_meta;
+  // The mean over iterations, in FLOPs: what the simulator turns into an iteration time.
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.6g", seqs.empty() ? 0.0 : flops / static_cast<double>(seqs.size()));
+  trace.meta["flops_per_iteration"] = buffer;
   for (std::uint32_t it = 0; it < cfg.iterations; ++it) {
     model.begin_iteration(it, seqs[it]);
     if (it == 0) model.persistent_allocations();

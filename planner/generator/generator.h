@@ -115,4 +115,9 @@ std::string describe_config(const GeneratorConfig& cfg);
 // Micro-batches each iteration runs on this rank: global_batch / (micro_batch * dp).
 std::uint64_t microbatches_per_iteration(const GeneratorConfig& cfg);
 
+// Model FLOPs of one training iteration at sequence length `seq` on the traced rank (its pipeline
+// stage, its tensor-parallel share): forward, backward and, with full recomputation, the forward
+// again. docs/workloads.md gives the formula.
+double flops_per_iteration(const GeneratorConfig& cfg, std::uint64_t seq);
+
 }  // namespace stalloc

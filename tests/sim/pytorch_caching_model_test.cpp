@@ -84,7 +84,8 @@ TEST(PytorchCachingModel, SmallRequestsShareTwoMegabyteSegments) {
   EXPECT_EQ(h.model.reserved_bytes(), 2 * MB);
   h.alloc(512 * KB);
   EXPECT_EQ(h.model.reserved_bytes(), 4 * MB);
-  EXPECT_EQ(h.model.driver_calls(), 2u);
+  EXPECT_EQ(h.model.driver_calls()[vmm::CallKind::CudaMalloc], 2u);
+  EXPECT_EQ(h.model.driver_calls().total(), 2u);
 }
 
 TEST(PytorchCachingModel, SmallBlocksSplitWhen512BytesRemain) {
@@ -165,7 +166,12 @@ TEST(PytorchCachingModel, RetryReleasesCachedSegmentsUnderCapacity) {
   h.alloc(30 * MB);  // 20 cached + 30 > 40: the cached segment goes back to the driver
   EXPECT_EQ(h.model.reserved_bytes(), 30 * MB);
   EXPECT_EQ(h.model.segment_count(), 1u);
-  EXPECT_EQ(h.model.driver_calls(), 3u);  // malloc, free, malloc
+  // malloc; on the retry the device is synchronised and the cached segment freed; malloc.
+  const vmm::CallTally calls = h.model.driver_calls();
+  EXPECT_EQ(calls[vmm::CallKind::CudaMalloc], 2u);
+  EXPECT_EQ(calls[vmm::CallKind::CudaFree], 1u);
+  EXPECT_EQ(calls[vmm::CallKind::DeviceSync], 1u);
+  EXPECT_EQ(calls.total(), 4u);
 }
 
 TEST(PytorchCachingModel, OutOfMemoryWhenLiveDataExceedsCapacity) {
@@ -232,6 +238,15 @@ TEST(PytorchCachingModel, ExpandableSegmentGrowsByPagesAtItsEnd) {
   EXPECT_EQ(h.model.reserved_bytes(), 42 * MB);
   EXPECT_EQ(h.model.segment_count(), 2u);
   EXPECT_NE(s, a);
+  // Two reservations; three pages created and mapped (20 + 20 MiB large, 2 MiB small), access set
+  // once per growth, the growths covering 10 + 10 + 1 granules of 2 MiB.
+  const vmm::CallTally calls = h.model.driver_calls();
+  EXPECT_EQ(calls[vmm::CallKind::Reserve], 2u);
+  EXPECT_EQ(calls[vmm::CallKind::Create], 3u);
+  EXPECT_EQ(calls[vmm::CallKind::Map], 3u);
+  EXPECT_EQ(calls[vmm::CallKind::SetAccess], 3u);
+  EXPECT_EQ(calls[vmm::CallKind::SetAccessExtra], 9u + 9u + 0u);
+  EXPECT_EQ(calls[vmm::CallKind::CudaMalloc], 0u);
 }
 
 TEST(PytorchCachingModel, ExpandableRetryUnmapsFreePages) {
@@ -241,6 +256,12 @@ TEST(PytorchCachingModel, ExpandableRetryUnmapsFreePages) {
   h.release(a);
   h.alloc(40 * MB, 1);  // another stream: 40 + 40 > 60, so the free pages are unmapped first
   EXPECT_EQ(h.model.reserved_bytes(), 40 * MB);
+  // The retry synchronises once, unmaps and releases the two free pages.
+  const vmm::CallTally calls = h.model.driver_calls();
+  EXPECT_EQ(calls[vmm::CallKind::DeviceSync], 1u);
+  EXPECT_EQ(calls[vmm::CallKind::Unmap], 2u);
+  EXPECT_EQ(calls[vmm::CallKind::Release], 2u);
+  EXPECT_EQ(calls[vmm::CallKind::Create], 4u);
 }
 
 TEST(PytorchAllocConf, ParsesPytorchSyntax) {

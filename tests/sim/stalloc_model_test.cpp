@@ -34,7 +34,7 @@ Replay replay(const Trace& trace, const std::string& variant, std::uint64_t capa
   std::map<std::uint64_t, std::uint64_t> address_of;
   std::uint64_t allocated = 0;
   for (const Event& e : trace.events) {
-    const std::uint64_t calls_before = model->driver_calls();
+    const std::uint64_t calls_before = model->driver_calls().total();
     if (e.kind == EventKind::Alloc) {
       std::uint64_t address = 0;
       if (!model->allocate(e, &address)) {
@@ -61,7 +61,7 @@ Replay replay(const Trace& trace, const std::string& variant, std::uint64_t capa
     r.peak_reserved = std::max(r.peak_reserved, reserved);
     r.peak_allocated = std::max(r.peak_allocated, allocated);
     r.peak_reserved_in[e.iteration] = std::max(r.peak_reserved_in[e.iteration], reserved);
-    r.calls_in[e.iteration] += model->driver_calls() - calls_before;
+    r.calls_in[e.iteration] += model->driver_calls().total() - calls_before;
   }
   return r;
 }

@@ -23,6 +23,7 @@
 #include "sim/allocator_model.h"
 #include "sim/report_html.h"
 #include "sim/simulator.h"
+#include "sim/time_estimate.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {
@@ -31,11 +32,15 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stalloc sim [TRACE... | --preset NAME... | --suite default|real] [--capacity BYTES]\n"
-    "                   [--granularity BYTES] [--allocators LIST] [--pytorch-conf CONF] [--json] [--report DIR]\n"
+    "                   [--granularity BYTES] [--allocators LIST] [--pytorch-conf CONF]\n"
+    "                   [--stalloc-conf CONF] [--gpu a100|h100] [--json] [--report DIR]\n"
     "                   [--sweep mbs|seq --capacity BYTES] [--jobs N]\n\n"
     "Replays each workload through each allocator model and prints peak allocated, peak reserved,\n"
-    "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls per\n"
-    "steady-state iteration and the time the model took.\n"
+    "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls in the\n"
+    "costliest warm-up iteration and in the steady (last) one, and what those calls would cost on\n"
+    "the GPU (an estimate from the cost table in docs/driver_costs.md) as a share of the iteration\n"
+    "(time stamps of a real trace, or FLOPs at 40% MFU for a preset). The stalloc rows run the\n"
+    "runtime itself (src/) on a driver that keeps the books but holds no memory.\n"
     "  TRACE               a trace file (text or binary)\n"
     "  --preset NAME       a generator preset (repeatable; `stalloc gen --list` lists them)\n"
     "  --suite default     every preset except tiny (also what runs when no workload is given)\n"
@@ -45,6 +50,8 @@ constexpr const char* kUsage =
     "  --granularity BYTES chunk size of the VMM-based models (default 2MiB)\n"
     "  --allocators LIST   comma-separated models; default all of them\n"
     "  --pytorch-conf CONF PYTORCH_CUDA_ALLOC_CONF for the pytorch and gmlake models\n"
+    "  --stalloc-conf CONF STALLOC_CONF for the stalloc rows (the runtime), e.g. granularity:32MiB\n"
+    "  --gpu NAME          the cost table and peak FLOPs: a100 (default) or h100\n"
     "  --json              print {\"results\": [...], \"sweep\": [...] or null} instead of the table\n"
     "  --report DIR        write DIR/index.html with the table, the sweep and plots\n"
     "  --sweep mbs|seq     for each preset and allocator, the largest micro-batch or sequence\n"
@@ -142,20 +149,55 @@ void parallel_for(std::size_t n, unsigned jobs, const std::function<void(std::si
   if (error) std::rethrow_exception(error);
 }
 
+// "12.3ms 4.5%": estimated seconds and their share of the iteration ("?" when it is unknown).
+std::string time_cell(double seconds, double share, double iteration_seconds) {
+  char buffer[48];
+  if (iteration_seconds > 0.0) {
+    std::snprintf(buffer, sizeof buffer, "%.1fms %.1f%%", seconds * 1e3, share * 100.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1fms ?", seconds * 1e3);
+  }
+  return buffer;
+}
+
 std::string oom_cell(const SimResult& r, std::uint64_t capacity) {
   if (r.oom) return "at event " + std::to_string(r.oom_event);
   return capacity ? "no" : "-";
 }
 
 void print_table(const std::vector<SimResult>& results, std::uint64_t capacity) {
-  std::printf("%-22s %-18s %14s %14s %8s %12s %16s %12s %10s\n", "workload", "allocator", "peak alloc",
-              "peak reserved", "util", "waste", "OOM", "calls/iter", "time");
+  std::printf("%-26s %-18s %11s %13s %7s %11s %8s %10s %10s %16s %16s %8s\n", "workload", "allocator",
+              "peak alloc", "peak reserved", "util", "waste", "OOM", "calls 1st", "calls/it", "est. first",
+              "est. steady", "sim");
   for (const SimResult& r : results) {
-    std::printf("%-22s %-18s %14s %14s %7.1f%% %12s %16s %12.1f %8.0fms\n", r.workload.c_str(), r.allocator.c_str(),
-                format_bytes(r.peak_allocated_bytes).c_str(), format_bytes(r.peak_reserved_bytes).c_str(),
-                r.utilization * 100.0, format_bytes(r.waste_bytes).c_str(), oom_cell(r, capacity).c_str(),
-                r.driver_calls_per_iteration, r.milliseconds);
+    const SimResult::TimeEstimate& t = r.time;
+    std::printf("%-26s %-18s %11s %13s %6.1f%% %11s %8s %10llu %10.0f %16s %16s %6.0fms\n", r.workload.c_str(),
+                r.allocator.c_str(), format_bytes(r.peak_allocated_bytes).c_str(),
+                format_bytes(r.peak_reserved_bytes).c_str(), r.utilization * 100.0,
+                format_bytes(r.waste_bytes).c_str(), oom_cell(r, capacity).c_str(),
+                static_cast<unsigned long long>(t.first_calls.total()), r.driver_calls_per_iteration,
+                time_cell(t.allocator_seconds_first, t.overhead_first, t.iteration_seconds).c_str(),
+                time_cell(t.allocator_seconds_steady, t.overhead_steady, t.iteration_seconds).c_str(),
+                r.milliseconds);
   }
+}
+
+void print_iteration_times(const std::vector<SimResult>& results, std::size_t allocators) {
+  std::printf("\niteration time (%s): ", results.empty() ? "" : results.front().time.gpu.c_str());
+  for (std::size_t i = 0; i < results.size(); i += allocators) {
+    const SimResult::TimeEstimate& t = results[i].time;
+    std::printf("%s%s %.3g s (%s)", i == 0 ? "" : "; ", results[i].workload.c_str(), t.iteration_seconds,
+                t.iteration_source.c_str());
+  }
+  std::printf("\nest. = estimated allocator driver time from the cost table (docs/driver_costs.md), no GPU measured\n");
+}
+
+void write_calls(JsonWriter& j, std::string_view key, const vmm::CallTally& calls) {
+  j.key(key).begin_object();
+  for (std::size_t k = 0; k < vmm::kCallKinds; ++k) {
+    if (calls.calls[k] != 0) j.field(vmm::call_kind_name(static_cast<vmm::CallKind>(k)), calls.calls[k]);
+  }
+  j.end_object();
 }
 
 void print_sweep(const std::vector<SweepResult>& sweep, std::uint64_t capacity) {
@@ -186,8 +228,18 @@ void print_json(const std::vector<SimResult>& results, const std::vector<SweepRe
     } else {
       j.null();
     }
-    j.field("waste_bytes", r.waste_bytes)
-        .field("driver_calls_per_iteration", r.driver_calls_per_iteration)
+    const SimResult::TimeEstimate& t = r.time;
+    j.field("waste_bytes", r.waste_bytes).field("driver_calls_per_iteration", r.driver_calls_per_iteration);
+    write_calls(j, "driver_calls", r.iteration_calls.empty() ? vmm::CallTally{} : r.iteration_calls.back());
+    write_calls(j, "driver_calls_first", t.first_calls);
+    j.field("gpu", t.gpu)
+        .field("iteration_seconds", t.iteration_seconds)
+        .field("iteration_time_source", t.iteration_source)
+        .field("est_allocator_seconds_first", t.allocator_seconds_first)
+        .field("est_allocator_seconds_steady", t.allocator_seconds_steady)
+        .field("est_overhead_first", t.overhead_first)
+        .field("est_overhead_steady", t.overhead_steady)
+        .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()))
         .field("milliseconds", r.milliseconds)
         .end_object();
   }
@@ -230,6 +282,16 @@ int sim(const std::vector<std::string>& raw) {
     options.granularity = *g;
   }
   args.option("--pytorch-conf", &options.pytorch_conf);
+  args.option("--stalloc-conf", &options.stalloc_conf);
+  std::string gpu_name = "a100";
+  args.option("--gpu", &gpu_name);
+  const GpuSpec* gpu = find_gpu_spec(gpu_name);
+  const vmm::CostTable* costs = vmm::find_cost_table(gpu_name);
+  if (gpu == nullptr || costs == nullptr) {
+    std::string list;
+    for (const auto& name : vmm::cost_table_names()) list += (list.empty() ? "" : ", ") + std::string(name);
+    throw UsageError("--gpu: unknown GPU '" + gpu_name + "' (known: " + list + ")");
+  }
   std::vector<std::string> allocators = allocator_model_names();
   if (args.option("--allocators", &text)) {
     allocators = split_list(text);
@@ -316,6 +378,7 @@ int sim(const std::vector<std::string>& raw) {
     Workload& w = *workloads[i / allocators.size()];
     const std::string& allocator = allocators[i % allocators.size()];
     results[i] = simulate(trace_of(w), w.name, allocator, options);
+    estimate_time(trace_of(w), *gpu, *costs, &results[i]);
     if (show_progress) {
       std::lock_guard<std::mutex> lock(progress);
       std::fprintf(stderr, "sim: [%zu/%zu] %s / %s: %.0f ms\n", ++done, runs, w.name.c_str(), allocator.c_str(),
@@ -343,6 +406,7 @@ int sim(const std::vector<std::string>& raw) {
     print_json(results, sweep, swept);
   } else {
     print_table(results, options.capacity);
+    print_iteration_times(results, allocators.size());
     if (swept) print_sweep(sweep, options.capacity);
   }
   if (report) {

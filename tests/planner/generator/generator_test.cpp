@@ -533,5 +533,36 @@ TEST(GeneratorConfigFields, BadFlagsAndInconsistentConfigsAreUsageErrors) {
   EXPECT_THROW(validate_config(bad), UsageError);
 }
 
+TEST(GeneratorFlops, MatchesTheHandComputedFormula) {
+  GeneratorConfig c;
+  c.hidden = 1024;
+  c.ffn = 4096;
+  c.heads = 16;
+  c.kv_heads = 16;
+  c.layers = 4;
+  c.vocab = 1000;
+  c.swiglu = false;
+  c.micro_batch = 1;
+  c.global_batch = 2;
+  // Per token and layer: 2*h*h*4 + 4*s*h = 8912896 (attention), 4*h*f = 16777216 (GeLU MLP);
+  // four layers plus the output layer 2*h*V = 2048000; 256 tokens; forward + backward = 3 passes.
+  EXPECT_DOUBLE_EQ(flops_per_iteration(c, 128), 3.0 * 256 * (4.0 * (8912896 + 16777216) + 2048000));
+  c.tp = 2;
+  c.recompute = RecomputeKind::Full;
+  EXPECT_DOUBLE_EQ(flops_per_iteration(c, 128), 4.0 * 256 * (4.0 * (8912896 + 16777216) + 2048000) / 2);
+  // A first pipeline stage of two holds half the layers and no output layer.
+  c.pp = 2;
+  c.global_batch = 2;
+  EXPECT_DOUBLE_EQ(flops_per_iteration(c, 128), 4.0 * 256 * (2.0 * (8912896 + 16777216)) / 2);
+}
+
+TEST(GeneratorFlops, TheTraceCarriesTheMeanOverIterations) {
+  GeneratorConfig c = gpt_layer_config();
+  c.iterations = 3;
+  set_config_field(c, "seq-list", "64,128");
+  const double mean = (2 * flops_per_iteration(c, 64) + flops_per_iteration(c, 128)) / 3;
+  EXPECT_NEAR(std::stod(generate_trace(c).meta.at("flops_per_iteration")), mean, mean * 1e-5);
+}
+
 }  // namespace
 }  // namespace stalloc
