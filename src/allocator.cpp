@@ -50,7 +50,7 @@ constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
 // move the arenas' share up and down, 99.39%, 7,475 / 4,004 -> 99.64%, 3,655 / 684). Kept
 // without bound while profiling too, gpt2-1024-mbs128-r at 32 MiB fell from 98.55% to 97.58%,
 // so 32 MiB are kept then.
-constexpr std::uint64_t kIdleBytes = std::uint64_t{32} << 20;
+constexpr std::uint64_t kIdleBytes = std::numeric_limits<std::uint64_t>::max();
 constexpr std::uint64_t kDynamicIdleBytes = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t kTransitionsKept = 1024;
 // An iteration that followed its plan but for at most one request in kOffPlanShare (requests no
@@ -80,6 +80,18 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
       lender_(pool_),
+      dedicated_(driver_, memory_, sync_,
+                 [this](std::uint64_t bytes) {
+                   // The arenas' idle pages go, their chunks released with the cached ones.
+                   for (std::uint64_t freed = 0; freed < bytes;) {
+                     const std::uint64_t before = freed;
+                     for (const auto& arena : packed_) {
+                       if (arena && freed < bytes && arena->give_idle_chunk()) freed += granularity_;
+                     }
+                     if (freed == before) break;
+                   }
+                   memory_.trim();
+                 }),
       cache_(config.plan_cache_size),
       arena_idle_bytes_(kIdleBytes) {
   recorder_.set_timing(true);
@@ -304,7 +316,7 @@ void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
     if (it != unplanned_.end()) {
       const Unplanned u = it->second;
       unplanned_.erase(it);
-      done = u.arena->free(p, u.used_by);
+      done = u.arena != nullptr ? u.arena->free(p, u.used_by) : dedicated_.free(p, u.used_by);
       recorder_.free(u.id, u.size, u.stream, thread, p);
       stats_.allocated_bytes -= u.size;
     }
@@ -458,11 +470,16 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
   }
   const std::uint64_t held = memory_.reserved_bytes();
   std::string why;
-  *arena = &packed_arena(stream, size);
-  vmm::DevicePtr p = (*arena)->allocate(size, stream, &why);
+  // No plan followed: a large tensor gets its own chunk and range (dedicated_ranges.h).
+  const bool dedicated = active_ == nullptr && config_.large_size != 0 && size >= config_.large_size;
+  *arena = dedicated ? nullptr : &packed_arena(stream, size);
+  auto serve = [&] {
+    return dedicated ? dedicated_.allocate(size, stream, &why) : (*arena)->allocate(size, stream, &why);
+  };
+  vmm::DevicePtr p = serve();
   if (p == 0 && release_idle_unplanned() > 0) {
     // Memory pressure: what the arenas kept mapped for reuse went back; one more try.
-    p = (*arena)->allocate(size, stream, &why);
+    p = serve();
   }
   // Following the plan, this iteration needs more than the plan leaves idle (a longer
   // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
@@ -481,15 +498,23 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
   const std::size_t index = 2 * std::size_t{stream} + (small ? 0 : 1);
   if (packed_.size() <= index) packed_.resize(index + 1);
   if (!packed_[index]) {
-    packed_[index] = std::make_unique<PackedArena>(driver_, memory_, sync_,
-                                                   small ? kSmallArenaBytes : kLargeArenaBytes,
-                                                   stream, arena_idle_bytes_, &lender_);
+    packed_[index] = std::make_unique<PackedArena>(
+        driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream,
+        arena_idle_bytes_, &lender_, [this](PackedArena* asking) {
+          for (const auto& other : packed_) {
+            if (other && other.get() != asking && other->give_idle_chunk()) return true;
+          }
+          // No idle page anywhere: a cached dedicated range goes instead, so that the chunk the
+          // arena now creates does not add to what the runtime holds.
+          dedicated_.release_for(granularity_);
+          return false;
+        });
   }
   return *packed_[index];
 }
 
 std::uint64_t Runtime::release_idle_unplanned() {
-  std::uint64_t released = 0;
+  std::uint64_t released = dedicated_.release_cached();
   for (const auto& arena : packed_) {
     if (arena) released += arena->release_idle();
   }
@@ -610,6 +635,7 @@ RuntimeStats Runtime::stats() const {
   for (const auto& arena : packed_) {
     if (arena) s.packed_bytes += arena->live_bytes();
   }
+  s.dedicated_bytes = dedicated_.live_bytes();
   s.plans_installed = cache_.installed().size();
   s.plans_pending = cache_.pending();
   s.plans_retiring = cache_.retiring();

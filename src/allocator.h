@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "planner/chunk/chunk_plan.h"
+#include "src/dedicated_ranges.h"
 #include "src/idle_chunk_lender.h"
 #include "src/live_slot_table.h"
 #include "src/packed_arena.h"
@@ -89,7 +90,7 @@ class Runtime {
     std::uint64_t size = 0;
     std::uint32_t stream = 0;
     StreamMask used_by = 0;
-    PackedArena* arena = nullptr;
+    PackedArena* arena = nullptr;  // null: a dedicated range
   };
 
   Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
@@ -129,6 +130,7 @@ class Runtime {
   PhysicalMemory memory_;
   PlanPool pool_;
   IdleChunkLender lender_;
+  DedicatedRanges dedicated_;  // large unplanned tensors while no plan is followed
   // Per stream, [2s] for unplanned requests up to small_size and [2s + 1] for larger ones.
   std::vector<std::unique_ptr<PackedArena>> packed_;
   PlanCache cache_;

@@ -7,11 +7,13 @@ namespace stalloc {
 
 PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
                          std::uint64_t reservation_bytes, std::uint32_t home,
-                         std::uint64_t idle_bytes, IdleChunkLender* lender)
+                         std::uint64_t idle_bytes, IdleChunkLender* lender,
+                         Reclaim reclaim)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
       lender_(lender),
+      reclaim_(std::move(reclaim)),
       granularity_(memory.granularity()),
       reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
                          granularity_ * granularity_),
@@ -163,18 +165,14 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
         lent = borrowed->index;
       }
     }
+    if (!chunk && reclaim_ && reclaim_(this)) chunk = memory_.take_cached();
     if (!chunk) chunk = memory_.acquire();
     bool ok = chunk.has_value();
     if (!ok) {
       *why = memory_.last_failure();
     } else {
-      const vmm::DevicePtr at = base_ + i * granularity_;
-      ok = driver_.map(at, granularity_, 0, chunk->handle) == vmm::Status::Success;
-      if (ok && driver_.set_access(at, granularity_, vmm::Access::ReadWrite) !=
-                    vmm::Status::Success) {
-        driver_.unmap(at, granularity_);
-        ok = false;
-      }
+      ok = driver_.map(base_ + i * granularity_, granularity_, 0, chunk->handle) ==
+           vmm::Status::Success;
       if (!ok) {
         *why = "mapping a page of the packed arena failed (live mappings limit?)";
         return_chunk(*chunk, lent);
@@ -193,6 +191,17 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     ++mapped_pages_;
     if (lent != kOwnChunk) ++lent_pages_;
     mapped_now->push_back(i);
+  }
+  // One cuMemSetAccess over the whole allocation, its pages mapped before included: the call
+  // costs tens of microseconds however many mappings it covers (docs/driver_costs.md), where
+  // one per page cost as much again as the mapping itself.
+  if (!mapped_now->empty() &&
+      driver_.set_access(base_ + first * granularity_, (last - first + 1) * granularity_,
+                         vmm::Access::ReadWrite) != vmm::Status::Success) {
+    *why = "setting access to the packed arena's pages failed";
+    for (std::uint64_t j : *mapped_now) unmap_page(j);
+    mapped_now->clear();
+    return false;
   }
   return true;
 }
@@ -369,6 +378,8 @@ void PackedArena::drop_marker(Page& page) {
   }
   page.marker = kNoMarker;
 }
+
+bool PackedArena::give_idle_chunk() { return take_idle_chunk(1, 0); }
 
 bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
   for (auto it = idle_.begin(); it != idle_.end(); ++it) {

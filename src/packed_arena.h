@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -59,9 +60,13 @@ class PackedArena final : private ChunkBorrower {
   // granularity); it bounds what can be live in the arena at once.
   // home: the stream the arena serves. idle_bytes: emptied pages kept mapped for reuse.
   // lender: where idle pool chunks may be borrowed (null: none); it outlives the arena.
+  // reclaim: asked, when the arena is short of a chunk and has none of its own nor lent to take,
+  // to put one in PhysicalMemory's cache (another arena's idle page whose GPU work is done);
+  // true when it did. Null: never.
+  using Reclaim = std::function<bool(PackedArena* asking)>;
   PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
               std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes,
-              IdleChunkLender* lender = nullptr);
+              IdleChunkLender* lender = nullptr, Reclaim reclaim = nullptr);
   ~PackedArena();
   PackedArena(const PackedArena&) = delete;
   PackedArena& operator=(const PackedArena&) = delete;
@@ -78,6 +83,9 @@ class PackedArena final : private ChunkBorrower {
   std::uint64_t release_idle();
   // Emptied own pages kept mapped from now on; the oldest beyond it are retired.
   void set_idle_bytes(std::uint64_t idle_bytes);
+  // Unmaps the idle page emptied longest ago, if its GPU work is done, and puts its chunk in
+  // PhysicalMemory's cache for another arena; false when there is none.
+  bool give_idle_chunk();
 
   std::uint64_t live_bytes() const { return live_bytes_; }
   std::uint64_t mapped_pages() const { return mapped_pages_; }
@@ -172,6 +180,7 @@ class PackedArena final : private ChunkBorrower {
   PhysicalMemory& memory_;
   StreamSync& sync_;
   IdleChunkLender* lender_;
+  Reclaim reclaim_;
   std::uint64_t granularity_;
   std::uint64_t reservation_bytes_;
   StreamMask home_;

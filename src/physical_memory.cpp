@@ -38,6 +38,33 @@ std::optional<Chunk> PhysicalMemory::acquire() {
 
 void PhysicalMemory::give_back(Chunk chunk) { cache_.push_back(chunk); }
 
+std::optional<Chunk> PhysicalMemory::acquire_dedicated(std::uint64_t granules) {
+  if (capacity_ != 0 && (held_ + granules) * granularity_ > capacity_) {
+    // Cached chunks of the granularity would make room.
+    trim();
+    if ((held_ + granules) * granularity_ > capacity_) {
+      last_failure_ = "capacity " + format_bytes(capacity_) + " reached (" +
+                      format_bytes(reserved_bytes()) + " reserved)";
+      return std::nullopt;
+    }
+  }
+  Chunk c;
+  vmm::Status s = driver_.create(&c.handle, granules * granularity_);
+  if (s != vmm::Status::Success) {
+    last_failure_ = "cuMemCreate failed: " + std::string(vmm::status_name(s)) + " (" +
+                    format_bytes(reserved_bytes()) + " reserved)";
+    return std::nullopt;
+  }
+  held_ += granules;
+  if (held_ > peak_held_) peak_held_ = held_;
+  return c;
+}
+
+void PhysicalMemory::release_dedicated(const Chunk& chunk, std::uint64_t granules) {
+  driver_.release(chunk.handle);
+  held_ -= granules;
+}
+
 void PhysicalMemory::trim() {
   for (const Chunk& c : cache_) {
     driver_.release(c.handle);

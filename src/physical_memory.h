@@ -36,6 +36,10 @@ class PhysicalMemory {
   std::optional<Chunk> take_cached();
   // Back to the cache.
   void give_back(Chunk chunk);
+  // A chunk of `granules` times the granularity for one tensor's own range (DedicatedRanges),
+  // within the capacity; never cached here. nullopt (and last_failure()) when it cannot be had.
+  std::optional<Chunk> acquire_dedicated(std::uint64_t granules);
+  void release_dedicated(const Chunk& chunk, std::uint64_t granules);
   // Releases every cached chunk to the driver.
   void trim();
   // True when `count` chunks, cached ones first, can be had within the capacity.
@@ -53,7 +57,7 @@ class PhysicalMemory {
   vmm::Driver& driver_;
   std::uint64_t granularity_;
   std::uint64_t capacity_;
-  std::uint64_t held_ = 0;  // chunks created and not released, cached ones included
+  std::uint64_t held_ = 0;  // granules created and not released, cached chunks included
   std::uint64_t peak_held_ = 0;
   std::vector<Chunk> cache_;
   std::string last_failure_;

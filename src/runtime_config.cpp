@@ -60,6 +60,8 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     if ((c.granularity & (c.granularity - 1)) != 0 || c.granularity > (1ull << 30)) {
       bad_value(key, value, "0 or a power of two number of bytes up to 1GiB, e.g. 2MiB");
     }
+  } else if (key == "large_size") {
+    c.large_size = parse_size(key, value);
   } else if (key == "small_size") {
     c.small_size = parse_size(key, value);
     if (c.small_size > (64ull << 20)) bad_value(key, value, "a byte size up to 64MiB");
@@ -93,7 +95,7 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
   } else {
     throw ConfigError("STALLOC_CONF: unknown key '" + std::string(key) +
                       "': known keys are backend, mode, profile_iterations, granularity, "
-                      "small_size, capacity, auto_step, plan_cache_size, record_trace, windows, "
+                      "small_size, large_size, capacity, auto_step, plan_cache_size, record_trace, windows, "
                       "lookahead, varying_sizes, log");
   }
 }
@@ -120,7 +122,8 @@ std::string format_runtime_config(const RuntimeConfig& c) {
   std::ostringstream out;
   out << "backend:" << c.backend << ",mode:" << plan_mode_name(c.mode)
       << ",profile_iterations:" << c.profile_iterations << ",granularity:" << c.granularity
-      << ",small_size:" << c.small_size << ",capacity:" << c.capacity
+      << ",small_size:" << c.small_size << ",large_size:" << c.large_size
+      << ",capacity:" << c.capacity
       << ",auto_step:" << (c.auto_step ? "true" : "false")
       << ",plan_cache_size:" << c.plan_cache_size
       << ",record_trace:" << (c.record_trace ? "true" : "false") << ",windows:" << c.windows

@@ -32,6 +32,9 @@ struct RuntimeConfig {
   std::uint32_t profile_iterations = 1;    // iterations after warm-up before the first plan
   std::uint64_t granularity = 0;           // 0: the driver's granularity
   std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the small packed arena
+  // Unplanned requests of at least this many bytes get a dedicated range (one chunk of their
+  // size) while no plan is followed; 0: never.
+  std::uint64_t large_size = std::uint64_t{32} << 20;
   std::uint64_t capacity = 0;              // bytes of physical memory; 0: unlimited
   bool auto_step = true;                   // detect iteration boundaries when step() is never called
   std::uint32_t plan_cache_size = 8;       // installed plans kept (one per iteration signature)

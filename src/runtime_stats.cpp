@@ -14,6 +14,7 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   j.field("cached_bytes", s.cached_bytes).field("pool_bytes", s.pool_bytes);
   j.field("lent_bytes", s.lent_bytes);
   j.field("packed_bytes", s.packed_bytes);
+  j.field("dedicated_bytes", s.dedicated_bytes);
   j.field("allocations", s.allocations).field("frees", s.frees);
   j.field("matches", s.matches).field("misses", s.misses).field("conflicts", s.conflicts);
   j.field("unplanned", s.unplanned).field("iterations", s.iterations);

@@ -27,6 +27,7 @@ struct RuntimeStats {
   std::uint64_t pool_bytes = 0;            // the plan pool
   std::uint64_t lent_bytes = 0;            // pool chunks lent to the packed arenas
   std::uint64_t packed_bytes = 0;          // requested bytes live in the packed arenas (unplanned)
+  std::uint64_t dedicated_bytes = 0;       // requested bytes live in dedicated ranges (unplanned)
   std::uint64_t allocations = 0;
   std::uint64_t frees = 0;
   std::uint64_t matches = 0;               // requests served from their planned slot

@@ -338,8 +338,11 @@ TEST(PackedArena, CapacityRefusalLeavesNothingBehind) {
 // Every map or set-access call of a three-page allocation failing in turn: nothing is mapped
 // afterwards beyond what was, and the arena keeps serving.
 TEST(PackedArena, EveryFailedDriverCallIsRolledBack) {
-  for (vmm::CallMask kind : {vmm::CallMask::Map, vmm::CallMask::SetAccess, vmm::CallMask::Create}) {
-    for (std::uint64_t k = 1; k <= 3; ++k) {
+  // Three fresh pages: three creates and three maps, one set-access over the whole allocation.
+  const std::pair<vmm::CallMask, std::uint64_t> calls[] = {
+      {vmm::CallMask::Map, 3}, {vmm::CallMask::SetAccess, 1}, {vmm::CallMask::Create, 3}};
+  for (const auto& [kind, count] : calls) {
+    for (std::uint64_t k = 1; k <= count; ++k) {
       ArenaFixture f;
       std::string why;
       vmm::DevicePtr keep = f.arena.allocate(100, 0, &why);
@@ -358,6 +361,58 @@ TEST(PackedArena, EveryFailedDriverCallIsRolledBack) {
       EXPECT_EQ(f.driver.counters().live_mappings, mappings - 1) << k;
     }
   }
+}
+
+// Access is set once per allocation, over all its pages, however many were mapped for it.
+TEST(PackedArena, OneSetAccessPerAllocation) {
+  ArenaFixture f(0, 1024);
+  std::string why;
+  const auto before = f.driver.counters();
+  vmm::DevicePtr p = f.arena.allocate(5 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  auto now = f.driver.counters();
+  EXPECT_EQ(now.maps - before.maps, 5u);
+  EXPECT_EQ(now.set_accesses - before.set_accesses, 1u);
+  EXPECT_EQ(now.set_access_bytes - before.set_access_bytes, 5 * kG);
+  fill(p, 5 * kG, 9);
+  EXPECT_TRUE(holds(p, 5 * kG, 9));
+  // Freed and made again, the kept pages serve it: no call at all.
+  EXPECT_TRUE(f.arena.free(p, 1));
+  const auto kept = f.driver.counters();
+  vmm::DevicePtr q = f.arena.allocate(5 * kG, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  now = f.driver.counters();
+  EXPECT_EQ(now.maps + now.set_accesses + now.creates, kept.maps + kept.set_accesses + kept.creates);
+}
+
+// An arena short of a chunk takes another arena's idle page (through its reclaim hook) before it
+// creates one.
+TEST(PackedArena, ReclaimTakesAnotherArenasIdlePageBeforeCreating) {
+  auto host = host_driver();
+  StreamSync sync(*host);
+  PhysicalMemory memory(*host, kG, 0);
+  PackedArena first(*host, memory, sync, kReservation, 0, 1024 * kG);
+  PackedArena second(*host, memory, sync, kReservation, 1, 1024 * kG, nullptr,
+                     [&first](PackedArena*) { return first.give_idle_chunk(); });
+  std::string why;
+  vmm::DevicePtr a = first.allocate(3 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  ASSERT_TRUE(first.free(a, StreamSync::bit(0)));
+  EXPECT_EQ(first.mapped_pages(), 3u);  // kept mapped, idle
+  const auto creates = host->counters().creates;
+  vmm::DevicePtr b = second.allocate(2 * kG, 1, &why);
+  ASSERT_NE(b, 0u) << why;
+  EXPECT_EQ(host->counters().creates, creates);  // two of the idle pages' chunks, none created
+  EXPECT_EQ(first.mapped_pages(), 1u);
+  EXPECT_EQ(memory.reserved_bytes(), 3 * kG);
+  std::memset(reinterpret_cast<void*>(b), 5, 2 * kG);
+  EXPECT_TRUE(holds(b, 2 * kG, 5));
+  // One idle page is left to take; the second page is created.
+  vmm::DevicePtr c = second.allocate(2 * kG, 1, &why);
+  ASSERT_NE(c, 0u) << why;
+  EXPECT_EQ(host->counters().creates, creates + 1);
+  EXPECT_TRUE(second.free(b, StreamSync::bit(1)));
+  EXPECT_TRUE(second.free(c, StreamSync::bit(1)));
 }
 
 // Random sizes, random frees: live allocations never share a byte (an independent check on the

@@ -19,13 +19,14 @@ TEST(RuntimeConfig, EmptyGivesDefaults) {
 TEST(RuntimeConfig, ParsesEveryKey) {
   RuntimeConfig c = parse_runtime_config(
       "backend:host, mode:windowed,profile_iterations:3,granularity:64KiB,small_size:4096,"
-      "capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
+      "large_size:0,capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
       "lookahead:4,varying_sizes:dynamic,log:/tmp/stalloc.log");
   EXPECT_EQ(c.backend, "host");
   EXPECT_EQ(c.mode, PlanMode::Windowed);
   EXPECT_EQ(c.profile_iterations, 3u);
   EXPECT_EQ(c.granularity, 64u * 1024);
   EXPECT_EQ(c.small_size, 4096u);
+  EXPECT_EQ(c.large_size, 0u);
   EXPECT_EQ(c.capacity, 24ull << 30);
   EXPECT_FALSE(c.auto_step);
   EXPECT_EQ(c.plan_cache_size, 2u);

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "planner/trace/safe_unpickler.h"
 #include "planner/trace/trace.h"
@@ -45,6 +46,28 @@ TEST(RuntimeLifecycle, ProfilePlanReplayInAliasMode) {
 
 // A granularity set in STALLOC_CONF may be a multiple of the driver's (CUDA's is 2 MiB, a user
 // may plan at 32 MiB): plans are made and installed at the runtime's granularity.
+// While no plan is followed, a tensor of at least large_size gets a dedicated range (one chunk,
+// one mapping); with large_size:0 it is packed on pages like the others.
+TEST(RuntimeLifecycle, LargeUnplannedTensorsGetADedicatedRange) {
+  for (const bool dedicated : {true, false}) {
+    auto driver = host_driver();
+    Runtime rt(test_config(dedicated ? "large_size:" + std::to_string(8 * kG) : "large_size:0"), *driver);
+    const auto before = driver->counters();
+    void* p = rt.malloc(20 * kG, 0, 0);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 3, 20 * kG);
+    const auto after = driver->counters();
+    EXPECT_EQ(rt.stats().dedicated_bytes, dedicated ? 20 * kG : 0u);
+    EXPECT_EQ(after.maps - before.maps, dedicated ? 1u : 20u);
+    EXPECT_EQ(after.creates - before.creates, dedicated ? 1u : 20u);
+    rt.free(p, 20 * kG, 0, 0);
+    EXPECT_EQ(rt.stats().dedicated_bytes, 0u);
+    EXPECT_EQ(rt.stats().invalid_frees, 0u);
+    rt.empty_cache();
+    EXPECT_EQ(rt.stats().reserved_bytes, 0u);
+  }
+}
+
 TEST(RuntimeLifecycle, PlansAtAMultipleOfTheDriversGranularity) {
   auto driver = host_driver();
   Runtime rt(test_config("granularity:" + std::to_string(4 * kG)), *driver);

@@ -1,0 +1,129 @@
+#include "src/dedicated_ranges.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "common/units.h"
+
+namespace stalloc {
+
+DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
+                                 Reclaim reclaim)
+    : driver_(driver),
+      memory_(memory),
+      sync_(sync),
+      reclaim_(std::move(reclaim)),
+      granularity_(memory.granularity()) {}
+
+DedicatedRanges::~DedicatedRanges() {
+  for (Range& r : cached_) {
+    sync_.discard(&r.events);
+    destroy(r);
+  }
+  for (auto& [address, r] : live_) destroy(r);
+}
+
+void DedicatedRanges::destroy(Range& r) {
+  driver_.unmap(r.address, r.bytes);
+  driver_.free_reservation(r.address, r.bytes);
+  memory_.release_dedicated(r.chunk, r.bytes / granularity_);
+}
+
+bool DedicatedRanges::gpu_done(Range& r) {
+  // No events: nothing to wait for if no stream used it, else unknown (the driver refused to
+  // record them), and then it is not released.
+  if (r.events.empty()) return r.users == 0;
+  return sync_.completed(&r.events);
+}
+
+std::uint64_t DedicatedRanges::release_for(std::uint64_t bytes) {
+  std::uint64_t released = 0;
+  for (auto it = cached_.begin(); it != cached_.end() && released < bytes;) {
+    if (!gpu_done(*it)) {
+      ++it;
+      continue;
+    }
+    released += it->bytes;
+    cached_bytes_ -= it->bytes;
+    destroy(*it);
+    it = cached_.erase(it);
+  }
+  return released;
+}
+
+vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t stream,
+                                         std::string* why) {
+  const std::uint64_t bytes = (std::max<std::uint64_t>(size, 1) + granularity_ - 1) /
+                              granularity_ * granularity_;
+  // The most recently freed range of the same size: its pages are the likeliest to be warm.
+  for (auto it = cached_.rbegin(); it != cached_.rend(); ++it) {
+    if (it->bytes != bytes) continue;
+    if (!sync_.order_after(it->users, stream)) break;
+    Range r = std::move(*it);
+    cached_.erase(std::next(it).base());
+    cached_bytes_ -= r.bytes;
+    sync_.discard(&r.events);
+    r.size = size;
+    r.users = StreamSync::bit(stream);
+    live_bytes_ += size;
+    const vmm::DevicePtr address = r.address;
+    live_.emplace(address, std::move(r));
+    return address;
+  }
+  if (const std::uint64_t released = release_for(bytes); released < bytes && reclaim_) {
+    reclaim_(bytes - released);
+  }
+  Range r;
+  r.bytes = bytes;
+  std::optional<Chunk> chunk = memory_.acquire_dedicated(bytes / granularity_);
+  if (!chunk) {
+    *why = memory_.last_failure();
+    return 0;
+  }
+  r.chunk = *chunk;
+  if (driver_.reserve(&r.address, bytes) != vmm::Status::Success) {
+    memory_.release_dedicated(r.chunk, bytes / granularity_);
+    *why = "cuMemAddressReserve failed for a dedicated range of " + format_bytes(bytes);
+    return 0;
+  }
+  if (driver_.map(r.address, bytes, 0, r.chunk.handle) != vmm::Status::Success) {
+    driver_.free_reservation(r.address, bytes);
+    memory_.release_dedicated(r.chunk, bytes / granularity_);
+    *why = "mapping a dedicated range of " + format_bytes(bytes) + " failed (live mappings limit?)";
+    return 0;
+  }
+  if (driver_.set_access(r.address, bytes, vmm::Access::ReadWrite) != vmm::Status::Success) {
+    destroy(r);
+    *why = "setting access to a dedicated range of " + format_bytes(bytes) + " failed";
+    return 0;
+  }
+  r.size = size;
+  r.users = StreamSync::bit(stream);
+  live_bytes_ += size;
+  const vmm::DevicePtr address = r.address;
+  live_.emplace(address, std::move(r));
+  return address;
+}
+
+bool DedicatedRanges::free(vmm::DevicePtr ptr, StreamMask used_by) {
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return false;
+  Range r = std::move(it->second);
+  live_.erase(it);
+  live_bytes_ -= r.size;
+  r.users |= used_by;
+  // When the GPU is done with it: the range is released only then. Without events (the driver
+  // refused) it stays cached until it is taken again or the runtime goes.
+  if (!sync_.record(r.users, &r.events)) sync_.discard(&r.events);
+  cached_bytes_ += r.bytes;
+  cached_.push_back(std::move(r));
+  return true;
+}
+
+std::uint64_t DedicatedRanges::release_cached() {
+  const std::size_t before = cached_.size();
+  release_for(UINT64_MAX);
+  return before - cached_.size();
+}
+
+}  // namespace stalloc

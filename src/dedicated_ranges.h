@@ -1,0 +1,88 @@
+// Large tensors that no plan serves (the profiled iterations, workloads of one iteration,
+// weights and optimizer state made before the first plan) each get a range of their own: one
+// physical chunk of the tensor's size rounded up to the granularity, one reservation, one
+// mapping, one access call.
+//
+// Why not the packed arenas: their pages are chunks of the granularity, and the driver's cost
+// is per call, not per byte (docs/driver_costs.md): a 1 GiB tensor on 2 MiB pages is 512
+// cuMemCreate and 512 cuMemMap calls, here it is one of each. The rounding wastes less than one
+// granule per live tensor, a few percent at most above the size threshold.
+//
+// A freed range stays mapped in a cache, and a request of the same rounded size takes it back
+// with no call: training makes the same tensors every iteration. A request the cache cannot
+// serve first releases cached ranges (the oldest first, those whose GPU work is done) until as
+// many bytes are released as it needs, and only then creates a chunk: the cache never makes the
+// runtime hold more than it would without it, so reserved memory follows the live tensors as
+// closely as the arenas' pages do.
+//
+// Streams: a range remembers the streams that used it; reused on another stream, that stream
+// waits on events recorded then (never the host), as the arenas do. Events recorded when a range
+// is freed say when its GPU work is done, so that it is released only then.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/physical_memory.h"
+#include "src/stream_sync.h"
+#include "vmm/driver.h"
+
+namespace stalloc {
+
+class DedicatedRanges {
+ public:
+  // reclaim(bytes): asked, when a range must be created and the cache could not release as many
+  // bytes, to release up to `bytes` held idle elsewhere (the arenas' idle pages), so that the new
+  // chunk does not add to what the runtime holds. Null: never.
+  using Reclaim = std::function<void(std::uint64_t bytes)>;
+  DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
+                  Reclaim reclaim = nullptr);
+  ~DedicatedRanges();
+  DedicatedRanges(const DedicatedRanges&) = delete;
+  DedicatedRanges& operator=(const DedicatedRanges&) = delete;
+
+  // 0 when it cannot be served (*why says why); nothing is left behind then.
+  vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream, std::string* why);
+  // False when ptr is not a live allocation of this cache.
+  bool free(vmm::DevicePtr ptr, StreamMask used_by);
+  // Releases every cached range whose GPU work is done; returns how many.
+  std::uint64_t release_cached();
+  // Releases cached ranges, the oldest first, skipping those the GPU still uses, until `bytes`
+  // are released or none is left; returns the bytes released.
+  std::uint64_t release_for(std::uint64_t bytes);
+
+  std::uint64_t live_bytes() const { return live_bytes_; }
+  std::uint64_t cached_bytes() const { return cached_bytes_; }
+  std::size_t live_ranges() const { return live_.size(); }
+  std::size_t cached_ranges() const { return cached_.size(); }
+
+ private:
+  struct Range {
+    vmm::DevicePtr address = 0;
+    std::uint64_t bytes = 0;  // of the chunk, the reservation and the mapping
+    std::uint64_t size = 0;   // requested, while live
+    Chunk chunk;
+    StreamMask users = 0;                   // streams that used it
+    std::vector<vmm::EventHandle> events;  // cached: recorded at its free
+  };
+
+  // Unmaps and releases a range whose GPU work is done (or that no stream used).
+  void destroy(Range& range);
+  bool gpu_done(Range& range);
+
+  vmm::Driver& driver_;
+  PhysicalMemory& memory_;
+  StreamSync& sync_;
+  Reclaim reclaim_;
+  std::uint64_t granularity_;
+  std::unordered_map<vmm::DevicePtr, Range> live_;
+  std::list<Range> cached_;  // oldest first
+  std::uint64_t live_bytes_ = 0;
+  std::uint64_t cached_bytes_ = 0;
+};
+
+}  // namespace stalloc

@@ -1,0 +1,151 @@
+#include "src/dedicated_ranges.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/runtime/runtime_test_support.h"
+#include "vmm/fault_injecting_driver.h"
+
+namespace stalloc {
+namespace {
+
+using namespace testing_support;
+
+struct RangesFixture {
+  explicit RangesFixture(std::uint64_t capacity = 0)
+      : host(host_driver()), driver(*host), sync(driver), memory(driver, kG, capacity),
+        ranges(driver, memory, sync) {}
+  std::unique_ptr<vmm::Driver> host;
+  vmm::FaultInjectingDriver driver;
+  StreamSync sync;
+  PhysicalMemory memory;
+  DedicatedRanges ranges;
+};
+
+bool holds(vmm::DevicePtr p, std::uint64_t size, unsigned char value) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  for (std::uint64_t i = 0; i < size; ++i) {
+    if (bytes[i] != value) return false;
+  }
+  return true;
+}
+
+TEST(DedicatedRanges, ATensorIsOneChunkOneMappingOneAccessCall) {
+  RangesFixture f;
+  std::string why;
+  const auto before = f.driver.counters();
+  const std::uint64_t size = 40 * kG + 100;  // rounded up to 41 granules
+  vmm::DevicePtr p = f.ranges.allocate(size, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  const auto after = f.driver.counters();
+  EXPECT_EQ(after.creates - before.creates, 1u);
+  EXPECT_EQ(after.reserves - before.reserves, 1u);
+  EXPECT_EQ(after.maps - before.maps, 1u);
+  EXPECT_EQ(after.set_accesses - before.set_accesses, 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 41 * kG);
+  EXPECT_EQ(f.ranges.live_bytes(), size);
+  std::memset(reinterpret_cast<void*>(p), 0x5a, size);
+  EXPECT_TRUE(holds(p, size, 0x5a));
+  EXPECT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  EXPECT_FALSE(f.ranges.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.ranges.cached_ranges(), 1u);
+}
+
+TEST(DedicatedRanges, TheSameSizeAgainTakesTheCachedRangeWithNoCall) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr p = f.ranges.allocate(10 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  const auto before = f.driver.counters();
+  vmm::DevicePtr q = f.ranges.allocate(10 * kG - 7, 0, &why);  // the same rounded size
+  EXPECT_EQ(q, p);
+  const auto after = f.driver.counters();
+  EXPECT_EQ(after.creates + after.maps + after.unmaps + after.set_accesses + after.reserves,
+            before.creates + before.maps + before.unmaps + before.set_accesses + before.reserves);
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);
+}
+
+TEST(DedicatedRanges, AnotherSizeReleasesCachedRangesBeforeCreating) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(10 * kG, 0, &why);
+  vmm::DevicePtr b = f.ranges.allocate(6 * kG, 0, &why);
+  ASSERT_NE(a, 0u);
+  ASSERT_NE(b, 0u);
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  ASSERT_TRUE(f.ranges.free(b, StreamSync::bit(0)));
+  EXPECT_EQ(f.memory.reserved_bytes(), 16 * kG);
+  // 12 granules: the oldest cached range (10) is not enough, the next (6) goes too.
+  vmm::DevicePtr c = f.ranges.allocate(12 * kG, 0, &why);
+  ASSERT_NE(c, 0u) << why;
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 12 * kG);
+  EXPECT_EQ(f.memory.peak_reserved_bytes(), 16 * kG);  // never both
+  EXPECT_EQ(f.driver.counters().live_mappings, 1u);
+  EXPECT_EQ(f.driver.counters().live_reservations, 1u);
+}
+
+TEST(DedicatedRanges, ARangeTheGpuStillUsesIsNotReleased) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(a, 0u);
+  f.driver.hold_events(true);  // the GPU has not reached the events recorded at the free
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  vmm::DevicePtr b = f.ranges.allocate(4 * kG, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  EXPECT_EQ(f.ranges.cached_ranges(), 1u);  // kept: its kernels may still run
+  EXPECT_EQ(f.memory.reserved_bytes(), 12 * kG);
+  EXPECT_EQ(f.ranges.release_cached(), 0u);
+  f.driver.hold_events(false);
+  EXPECT_EQ(f.ranges.release_cached(), 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 4 * kG);
+}
+
+TEST(DedicatedRanges, ReuseOnAnotherStreamWaitsForTheFirst) {
+  RangesFixture f;
+  std::string why;
+  const std::uint32_t second = f.sync.index_of(0x1234);
+  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const auto waits = f.driver.counters().stream_waits;
+  EXPECT_EQ(f.ranges.allocate(8 * kG, second, &why), a);
+  EXPECT_EQ(f.driver.counters().stream_waits, waits + 1);
+}
+
+TEST(DedicatedRanges, OverTheCapacityFailsWithAReasonAndLeavesNothing) {
+  RangesFixture f(16 * kG);
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(10 * kG, 0, &why);
+  ASSERT_NE(a, 0u);
+  EXPECT_EQ(f.ranges.allocate(10 * kG, 0, &why), 0u);
+  EXPECT_NE(why.find("capacity"), std::string::npos) << why;
+  EXPECT_EQ(f.driver.counters().live_mappings, 1u);
+  EXPECT_EQ(f.driver.counters().live_reservations, 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 10 * kG);
+}
+
+TEST(DedicatedRanges, EveryFailedDriverCallIsRolledBack) {
+  for (vmm::CallMask kind : {vmm::CallMask::Create, vmm::CallMask::Reserve, vmm::CallMask::Map,
+                             vmm::CallMask::SetAccess}) {
+    RangesFixture f;
+    std::string why;
+    f.driver.fail_nth(1, kind);
+    EXPECT_EQ(f.ranges.allocate(8 * kG, 0, &why), 0u);
+    EXPECT_FALSE(why.empty());
+    const auto c = f.driver.counters();
+    EXPECT_EQ(c.live_mappings, 0u);
+    EXPECT_EQ(c.live_reservations, 0u);
+    EXPECT_EQ(c.live_chunks, 0u);
+    EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+    vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
+    ASSERT_NE(p, 0u) << why;
+    std::memset(reinterpret_cast<void*>(p), 1, 8 * kG);
+    EXPECT_TRUE(holds(p, 8 * kG, 1));
+  }
+}
+
+}  // namespace
+}  // namespace stalloc
