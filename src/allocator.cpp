@@ -40,18 +40,15 @@ std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver)
 constexpr std::uint64_t kSmallArenaBytes = std::uint64_t{64} << 30;
 constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
 // Emptied memory each packed arena keeps mapped, so that a tensor freed and made again during
-// profiling or after a miss costs no VMM call. Following a plan with Dynamic slots the arenas
-// serve the Dynamic tensors that do not fit their views, every iteration: they keep every
-// emptied page, or each iteration maps and unmaps those pages again, and an arena short of a
-// chunk takes one of its own idle pages whose GPU work is done before it borrows or creates
-// one (G = 2 MiB, 256 MiB kept -> all kept and taken back, utilization and VMM calls per
-// steady iteration mean / median: qwen-moe-16 99.68%, 1,286 / 381 -> 99.93%, 1,591 / 558, and
-// a median of 0 in the second half of 32 iterations; llama7b-varlen-16, whose sequence lengths
-// move the arenas' share up and down, 99.39%, 7,475 / 4,004 -> 99.64%, 3,655 / 684). Kept
-// without bound while profiling too, gpt2-1024-mbs128-r at 32 MiB fell from 98.55% to 97.58%,
-// so 32 MiB are kept then.
+// profiling or after a miss costs no VMM call: all of it. An arena short of a chunk takes one of
+// its own idle pages whose GPU work is done, then another arena's (the reclaim hook), before it
+// borrows or creates one, so pages kept cost no memory beside what is live. A cap of 32 MiB, as
+// kept until the ninth session, unmapped and mapped the same pages again every iteration: the
+// profiled iterations of llama7b-tp2pp2-r made 2.9 M VMM calls at G = 2 MiB, 152 k with every
+// page kept and the other arenas' taken (utilization 99.87% -> 99.84%; docs/benchmarks.md,
+// "Ninth session"). Following a plan with Dynamic slots the arenas serve the Dynamic tensors
+// that do not fit their views, every iteration, the same way.
 constexpr std::uint64_t kIdleBytes = std::numeric_limits<std::uint64_t>::max();
-constexpr std::uint64_t kDynamicIdleBytes = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t kTransitionsKept = 1024;
 // An iteration that followed its plan but for at most one request in kOffPlanShare (requests no
 // slot took, slots no request took: an extra tensor, a missing one) counts as the plan's and is
@@ -92,8 +89,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
                    }
                    memory_.trim();
                  }),
-      cache_(config.plan_cache_size),
-      arena_idle_bytes_(kIdleBytes) {
+      cache_(config.plan_cache_size) {
   recorder_.set_timing(true);
   log("stalloc runtime: " + format_runtime_config(config_) + " driver " +
       std::string(driver_.name()) + " granularity " + format_bytes(granularity_));
@@ -449,12 +445,6 @@ void Runtime::end_iteration() {
   } else {
     poll_unplanned();
   }
-  arena_idle_bytes_ = active_ != nullptr && active_->plan().dynamic_peak_bytes > 0
-                          ? kDynamicIdleBytes
-                          : kIdleBytes;
-  for (const auto& arena : packed_) {
-    if (arena) arena->set_idle_bytes(arena_idle_bytes_);
-  }
 }
 
 vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream,
@@ -500,7 +490,7 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
   if (!packed_[index]) {
     packed_[index] = std::make_unique<PackedArena>(
         driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream,
-        arena_idle_bytes_, &lender_, [this](PackedArena* asking) {
+        kIdleBytes, &lender_, [this](PackedArena* asking) {
           for (const auto& other : packed_) {
             if (other && other.get() != asking && other->give_idle_chunk()) return true;
           }

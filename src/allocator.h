@@ -139,7 +139,6 @@ class Runtime {
   std::unordered_map<vmm::DevicePtr, Unplanned> unplanned_;
   LiveSlotTable live_planned_;
   std::vector<ChunkPiece> conflict_pieces_;  // a slot's footprint, for the lender
-  std::uint64_t arena_idle_bytes_;  // emptied own pages each packed arena keeps mapped
   std::vector<std::thread::id> threads_;
 
   // The iteration being served.
