@@ -43,6 +43,56 @@ std::string fixed(double v, int digits) {
 
 std::string percent(double v) { return fixed(v * 100.0, 1) + "%"; }
 
+// A table cell: estimated driver seconds and their share of the iteration (red above 1%).
+std::string time_cell(double seconds, double share, double iteration_seconds) {
+  if (iteration_seconds <= 0.0) return "<td>" + fixed(seconds * 1e3, 1) + " ms</td>";
+  return std::string("<td class=\"") + (share > 0.01 ? "bad" : "good") + "\">" + fixed(seconds * 1e3, 1) +
+         " ms (" + percent(share) + ")</td>";
+}
+
+// Per workload, one row of bars per allocator: the estimated driver time of each iteration, on a
+// scale shared by the workload's allocators, with the iteration time as a reference.
+std::string driver_time_section(const std::vector<SimResult>& results) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const SimResult*>> by_workload;
+  for (const SimResult& r : results) {
+    if (!by_workload.count(r.workload)) order.push_back(r.workload);
+    by_workload[r.workload].push_back(&r);
+  }
+  std::ostringstream html;
+  html << "<h2>Estimated driver time per iteration</h2>\n<p class=\"meta\">One bar per iteration, "
+          "first to last; the scale is shared by a workload's allocators and printed at its right.</p>\n";
+  for (const std::string& w : order) {
+    double top = 0.0;
+    for (const SimResult* r : by_workload[w]) {
+      for (double s : r->time.allocator_seconds) top = std::max(top, s);
+    }
+    if (top <= 0.0) top = 1e-6;
+    const SimResult& any = *by_workload[w].front();
+    html << "<h3>" << escape(w) << "</h3><p class=\"meta\">scale " << fixed(top * 1e3, 1) << " ms"
+         << (any.time.iteration_seconds > 0.0 ? " &middot; iteration " + fixed(any.time.iteration_seconds, 3) + " s (" +
+                                                    escape(any.time.iteration_source) + ")"
+                                              : std::string(" &middot; iteration time unknown"))
+         << "</p>\n<table>";
+    for (const SimResult* r : by_workload[w]) {
+      const auto& bars = r->time.allocator_seconds;
+      const int width = 360;
+      const double bar = bars.empty() ? 0.0 : static_cast<double>(width) / static_cast<double>(bars.size());
+      html << "<tr><td class=\"l\">" << escape(r->allocator) << "</td><td class=\"l\"><svg class=\"plot\" width=\""
+           << width << "\" height=\"24\">";
+      for (std::size_t i = 0; i < bars.size(); ++i) {
+        const double h = std::max(bars[i] > 0.0 ? 1.0 : 0.0, 22.0 * bars[i] / top);
+        html << "<rect class=\"allocated\" x=\"" << fixed(static_cast<double>(i) * bar, 1) << "\" y=\""
+             << fixed(23.0 - h, 1) << "\" width=\"" << fixed(std::max(1.0, bar - 1.0), 1) << "\" height=\""
+             << fixed(h, 1) << "\"/>";
+      }
+      html << "</svg></td></tr>\n";
+    }
+    html << "</table>\n";
+  }
+  return html.str();
+}
+
 // Allocated as a filled area, reserved as a line above it, both against the event index.
 // y runs from y_min (not always 0: persistent state can dwarf what changes) to y_max.
 std::string plot(const SimResult& r, std::uint64_t y_min, std::uint64_t y_max, std::uint64_t x_max,
@@ -132,7 +182,8 @@ std::string render_html_report(const ReportInput& in) {
 
   html << "<h2>Results</h2>\n<table><thead><tr><th class=\"l\">workload</th><th class=\"l\">allocator</th>"
           "<th>peak allocated</th><th>peak reserved</th><th>utilization</th><th>waste</th><th>OOM</th>"
-          "<th>driver calls/iter</th><th>time</th></tr></thead><tbody>\n";
+          "<th>calls, costliest warm-up iteration</th><th>calls/iter (steady)</th><th>est. driver time, warm-up</th>"
+          "<th>est. driver time, steady</th><th>sim time</th></tr></thead><tbody>\n";
   std::string last_workload;
   for (const SimResult& r : in.results) {
     const bool first = r.workload != last_workload;
@@ -142,10 +193,17 @@ std::string render_html_report(const ReportInput& in) {
          << "</td><td>" << escape(format_bytes(r.peak_reserved_bytes)) << "</td><td class=\""
          << (r.utilization < 0.9 ? "bad" : "good") << "\">" << percent(r.utilization) << "</td><td>"
          << escape(format_bytes(r.waste_bytes)) << "</td><td" << (r.oom ? " class=\"bad\">at event " + std::to_string(r.oom_event) : std::string(">") + (in.capacity ? "no" : "-"))
-         << "</td><td>" << fixed(r.driver_calls_per_iteration, 1) << "</td><td>" << fixed(r.milliseconds, 0)
-         << " ms</td></tr>\n";
+         << "</td><td>" << r.time.first_calls.total() << "</td><td>" << fixed(r.driver_calls_per_iteration, 0)
+         << "</td>" << time_cell(r.time.allocator_seconds_first, r.time.overhead_first, r.time.iteration_seconds)
+         << time_cell(r.time.allocator_seconds_steady, r.time.overhead_steady, r.time.iteration_seconds) << "<td>"
+         << fixed(r.milliseconds, 0) << " ms</td></tr>\n";
   }
-  html << "</tbody></table>\n";
+  html << "</tbody></table>\n<p class=\"meta\">est. = estimated from the cost table of "
+          "docs/driver_costs.md (GPU "
+       << escape(in.results.empty() ? std::string() : in.results.front().time.gpu)
+       << "), no GPU measured; the share is of the iteration's time (time stamps of a real trace, or "
+          "FLOPs at 40% MFU).</p>\n";
+  html << driver_time_section(in.results);
 
   if (!in.sweep.empty()) {
     html << "<h2>Sweep: largest configuration without OOM under " << escape(format_bytes(in.capacity))

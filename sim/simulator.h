@@ -49,6 +49,7 @@ struct SimResult {
     double allocator_seconds_steady = 0.0;
     double overhead_first = 0.0;     // of the iteration time; 0 when that is unknown
     double overhead_steady = 0.0;
+    std::vector<double> allocator_seconds;  // per iteration, in the order of iteration_calls
   } time;
   double milliseconds = 0.0;  // model construction (planning) and replay
   std::vector<TimelinePoint> timeline;

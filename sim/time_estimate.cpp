@@ -62,6 +62,8 @@ void estimate_time(const Trace& trace, const GpuSpec& gpu, const vmm::CostTable&
   t.iteration_seconds = iteration.seconds;
   t.iteration_source = iteration.source;
   const auto& calls = result->iteration_calls;
+  t.allocator_seconds.clear();
+  for (const vmm::CallTally& c : calls) t.allocator_seconds.push_back(vmm::estimate_seconds(c, costs));
   if (calls.empty()) return;
   t.allocator_seconds_steady = vmm::estimate_seconds(calls.back(), costs);
   t.first_calls = calls.back();

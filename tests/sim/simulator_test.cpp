@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "sim/report_html.h"
+#include "sim/time_estimate.h"
 
 namespace stalloc {
 namespace {
@@ -128,6 +129,9 @@ TEST(Simulator, ReportIsOneOfflinePageWithTableAndPlots) {
   input.capacity = 64 * MB;
   input.results.push_back(simulate(two_tensors(2), "a<b", "pytorch", ModelOptions{}));
   input.results.push_back(simulate(two_tensors(2), "a<b", "gmlake", ModelOptions{}));
+  for (SimResult& r : input.results) {
+    estimate_time(two_tensors(2), *find_gpu_spec("a100"), *vmm::find_cost_table("a100"), &r);
+  }
   SweepResult s;
   s.workload = "tiny";
   s.allocator = "pytorch";
@@ -140,7 +144,13 @@ TEST(Simulator, ReportIsOneOfflinePageWithTableAndPlots) {
   EXPECT_NE(html.find("50.0%"), std::string::npos);  // pytorch's utilization in the table
   std::size_t plots = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++plots;
-  EXPECT_EQ(plots, 2u);
+  EXPECT_EQ(plots, 4u);  // per allocator: memory over time and driver time per iteration
+  EXPECT_NE(html.find("Estimated driver time per iteration"), std::string::npos);
+  // Two iterations: two bars per allocator.
+  std::size_t bars = 0;
+  const std::size_t section = html.find("Estimated driver time per iteration");
+  for (std::size_t at = html.find("<rect", section); at != std::string::npos; at = html.find("<rect", at + 1)) ++bars;
+  EXPECT_EQ(bars, 4u);
   EXPECT_NE(html.find("<td>8</td>"), std::string::npos);  // the sweep row
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("http"), std::string::npos);

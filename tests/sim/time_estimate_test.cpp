@@ -64,6 +64,10 @@ TEST(EstimateTime, FirstIsTheCostliestWarmUpIterationAndSteadyTheLast) {
   EXPECT_DOUBLE_EQ(r.time.allocator_seconds_steady, 2e-6);
   EXPECT_DOUBLE_EQ(r.time.overhead_first, 1930e-6);
   EXPECT_DOUBLE_EQ(r.time.overhead_steady, 2e-6);
+  ASSERT_EQ(r.time.allocator_seconds.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.time.allocator_seconds[0], 15e-6);
+  EXPECT_DOUBLE_EQ(r.time.allocator_seconds[1], 1930e-6);
+  EXPECT_DOUBLE_EQ(r.time.allocator_seconds[2], 2e-6);
 }
 
 TEST(EstimateTime, OneIterationIsBothFirstAndSteady) {
