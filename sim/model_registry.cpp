@@ -35,7 +35,7 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
          conf.expandable_segments = false;
          return std::make_unique<GmlakeModel>(conf, o.capacity, o.granularity, o.stitch_threshold);
        }},
-      {"stalloc-paper", [](const Trace& t, const ModelOptions& o) { return make_stalloc_model(t, "stalloc-paper", o); }},
+      {"stalloc-paper", [](const Trace& t, const ModelOptions& o) { return make_stalloc_paper_model(t, o); }},
       {"stalloc", [](const Trace&, const ModelOptions& o) { return make_runtime_model("stalloc", o.stalloc_conf, o); }},
       {"stalloc-windowed",
        [](const Trace&, const ModelOptions& o) {

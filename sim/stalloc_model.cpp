@@ -1,22 +1,31 @@
-// The STAlloc models replay a trace the way the runtime serves it (docs/planner.md, "Physical-
-// chunk planner"): an iteration whose request sequence has no plan yet is served by a dynamic
-// path and planned at its end; later iterations with a compatible plan are served from it.
+// The published STAlloc design (docs/planner.md, "The STAlloc allocator model"), replayed request
+// by request. It is kept beside the simulator's stalloc rows, which run this project's runtime
+// itself (sim/runtime_model.cpp): it shows what the published single-pool design reserves and
+// which driver calls it makes on the same trace.
+//
+// Iterations up to the profiled one (1, or 0 for a one-iteration trace) are served by a caching
+// pool; the profiled iteration is planned in offset mode when it ends, and later iterations are
+// served from that plan's pool (one cudaMalloc; the caching pool's cached blocks above 1 MiB
+// are freed when it is installed). Requests of at most 512 B come from a slab, iteration 0's
+// persistent tensors and whatever the plan does not cover from the caching pool.
 //
 // Physical honesty: every planned request is checked against the bytes of the pool chunks that
 // live tensors hold right now, not only against the plan's lifetimes, so a trace whose real frees
-// differ from the planned ones falls back to the dynamic path instead of double-booking a chunk.
-// When the active plan changes, chunks still held by live tensors are set aside ("orphaned") and
-// the new plan gets other chunks, so reserved memory counts both until those tensors die.
+// differ from the planned ones falls back to the caching pool instead of double-booking a chunk.
+// When the pool stops being followed (a trace whose iteration numbers go back to the profiled one
+// or before), chunks still held by live tensors are set aside ("orphaned") and the pool starts
+// empty when it is followed again, so reserved memory counts both until those tensors die.
 #include "sim/stalloc_model.h"
 
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "planner/chunk/chunk_plan.h"
@@ -31,8 +40,6 @@ constexpr std::uint64_t kCacheSmallRequest = 1ull << 20;
 
 std::uint64_t round_up(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b * b; }
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
-
-enum class Variant { Alias, Windowed, Paper };
 
 // Virtual addresses are handed out once and never reused, so no two allocations overlap.
 class VirtualSpace {
@@ -125,8 +132,8 @@ class CachingPool {
   std::uint64_t reserved_ = 0;
 };
 
-// A cached plan with where each slot's range lies inside the plan's virtual region.
-struct CachedPlan {
+// The plan with where each slot's range lies inside the pool's virtual region.
+struct PoolPlan {
   ChunkPlan plan;
   std::vector<std::int64_t> slot_at;        // ordinal -> index in plan.slots, -1 if not planned
   std::vector<std::uint64_t> range_offset;  // per slot, offset of its range in the region
@@ -139,8 +146,9 @@ struct ChunkBytes {
   std::uint64_t hi;
 };
 
-// Chunks: whole pool chunks lent to it and/or chunks created for it alone.
-enum class Source { Planned, Chunks, SmallChunk, Persistent, Slab, Cache };
+// Planned: bytes of pool chunks at the slot's offset; Chunks: whole pool chunks lent to a
+// dynamic tensor.
+enum class Source { Planned, Chunks, Slab, Cache };
 
 // What a live allocation holds, to give it back at free.
 struct Held {
@@ -149,44 +157,26 @@ struct Held {
   std::uint64_t generation = 0;
   std::vector<ChunkBytes> bytes;           // Planned: pool chunk bytes it occupies
   std::vector<std::uint32_t> pool_chunks;  // Chunks: whole pool chunks lent to it
-  std::uint64_t fresh_chunks = 0;          // chunks created for it alone
-  std::uint64_t small_chunk = 0;           // SmallChunk: which one
   std::uint64_t address = 0;
   std::uint64_t block = 0;                 // Cache: block size; Slab: cell
 };
 
-struct SmallChunk {
-  std::uint64_t address = 0;
-  std::uint64_t used = 0;
-  std::uint64_t live = 0;
-};
-
-class StallocModel final : public AllocatorModel {
+class StallocPaperModel final : public AllocatorModel {
  public:
-  StallocModel(const Trace& trace, Variant variant, const ModelOptions& options)
-      : trace_(trace), variant_(variant), options_(options), g_(options.granularity),
-        cache_(options.granularity) {
+  StallocPaperModel(const Trace& trace, const ModelOptions& options)
+      : trace_(trace), options_(options), g_(options.granularity), cache_(options.granularity) {
     if (g_ == 0 || g_ % kTensorAlignment != 0) {
-      throw UsageError("the stalloc models need a granularity that is a positive multiple of 512");
+      throw UsageError("the stalloc-paper model needs a granularity that is a positive multiple of 512");
     }
     for (const Lifetime& l : compute_lifetimes(trace_)) {
       if (l.persistent && l.iteration == 0) iteration0_persistent_.insert(l.id);
     }
-    for (const Event& e : trace_.events) {
-      if (e.kind == EventKind::Alloc) requests_[e.iteration].emplace_back(e.size, e.stream);
-      last_iteration_ = std::max(last_iteration_, e.iteration);
-    }
-    profile_iteration_ = last_iteration_ >= 1 ? 1 : 0;
+    std::uint32_t last_iteration = 0;
+    for (const Event& e : trace_.events) last_iteration = std::max(last_iteration, e.iteration);
+    profile_iteration_ = last_iteration >= 1 ? 1 : 0;
   }
 
-  std::string_view name() const override {
-    switch (variant_) {
-      case Variant::Alias: return "stalloc";
-      case Variant::Windowed: return "stalloc-windowed";
-      case Variant::Paper: return "stalloc-paper";
-    }
-    return "stalloc";
-  }
+  std::string_view name() const override { return "stalloc-paper"; }
 
   bool allocate(const Event& e, std::uint64_t* address) override {
     enter_iteration(e.iteration);
@@ -212,15 +202,13 @@ class StallocModel final : public AllocatorModel {
   }
 
   std::uint64_t reserved_bytes() const override {
-    const std::uint64_t chunks = pool_size_ + orphans_.size() + fresh_chunks_ + small_held_ +
-                                 ceil_div(persistent_used_, g_) + slab_pages_;
-    return chunks * g_ + cache_.reserved();
+    return (pool_size_ + orphans_.size() + slab_pages_) * g_ + cache_.reserved();
   }
 
   vmm::CallTally driver_calls() const override { return calls_; }
 
  private:
-  // ---- iterations and plans
+  // ---- iterations and the plan
 
   void enter_iteration(std::uint32_t iteration) {
     if (current_ && *current_ == iteration) return;
@@ -228,157 +216,84 @@ class StallocModel final : public AllocatorModel {
     current_ = iteration;
     ordinal_ = 0;
     fell_back_ = false;
-    const std::int64_t next = choose_plan(iteration);
-    if (next != active_) switch_plan(next);
-    if (active_ >= 0 && variant_ == Variant::Windowed) {
-      // Windows map and unmap each view once per iteration.
-      const std::uint64_t ops = plans_[static_cast<std::size_t>(active_)].plan.vmm_ops_per_iteration;
-      calls_[vmm::CallKind::Map] += ops / 2;
-      calls_[vmm::CallKind::Unmap] += ops - ops / 2;
-    }
+    // The single plan is followed after the profiled iteration.
+    const bool follow = plan_ && iteration > profile_iteration_;
+    if (follow != following_) switch_plan(follow);
   }
 
   void finish_iteration(std::uint32_t iteration) {
-    if (variant_ == Variant::Paper) {
-      if (iteration == profile_iteration_ && plans_.empty()) add_plan(iteration, PlanMode::Offset);
-      return;
-    }
-    if (active_ >= 0 || planned_.count(iteration)) return;
-    const TraceSignature sig = signature_of(trace_, iteration);
-    for (const CachedPlan& p : plans_) {
-      if (p.plan.signature == sig) return;
-    }
-    add_plan(iteration, variant_ == Variant::Windowed ? PlanMode::Windowed : PlanMode::Alias);
+    if (iteration == profile_iteration_ && !plan_) make_plan(iteration);
   }
 
-  void add_plan(std::uint32_t iteration, PlanMode mode) {
-    planned_.insert(iteration);
+  void make_plan(std::uint32_t iteration) {
     PlanOptions options;
-    options.mode = mode;
+    options.mode = PlanMode::Offset;
     options.granularity = g_;
     options.alignment = kTensorAlignment;
-    CachedPlan cached;
-    cached.plan = plan_iteration(trace_, iteration, options);
-    cached.slot_at.assign(cached.plan.signature.allocations, -1);
-    for (std::size_t i = 0; i < cached.plan.slots.size(); ++i) {
-      const PlannedSlot& s = cached.plan.slots[i];
-      cached.slot_at[s.ordinal] = static_cast<std::int64_t>(i);
-      cached.range_offset.push_back(cached.region_bytes);
-      // A Dynamic slot's range is mapped on its budget.
+    PoolPlan p;
+    p.plan = plan_iteration(trace_, iteration, options);
+    p.slot_at.assign(p.plan.signature.allocations, -1);
+    for (std::size_t i = 0; i < p.plan.slots.size(); ++i) {
+      const PlannedSlot& s = p.plan.slots[i];
+      p.slot_at[s.ordinal] = static_cast<std::int64_t>(i);
+      p.range_offset.push_back(p.region_bytes);
+      // Each slot has its own range, a Dynamic slot's as wide as its budget.
       const std::size_t backing = s.kind == SlotKind::Dynamic ? s.budget_chunks.size() : s.chunks.size();
-      cached.region_bytes += std::max<std::uint64_t>(backing, 1) * g_;
+      p.region_bytes += std::max<std::uint64_t>(backing, 1) * g_;
     }
-    plans_.push_back(std::move(cached));
+    plan_ = std::move(p);
   }
 
-  // A plan serves an iteration with as many allocations whose planned slots agree on size and
-  // stream (dynamic slots on the stream only). The paper's single plan is used after profiling.
-  std::int64_t choose_plan(std::uint32_t iteration) const {
-    if (variant_ == Variant::Paper) {
-      return !plans_.empty() && iteration > profile_iteration_ ? 0 : -1;
-    }
-    auto found = requests_.find(iteration);
-    if (found == requests_.end()) return -1;
-    const auto& reqs = found->second;
-    for (std::size_t p = 0; p < plans_.size(); ++p) {
-      const ChunkPlan& plan = plans_[p].plan;
-      if (plan.signature.allocations != reqs.size()) continue;
-      const bool fits = std::all_of(plan.slots.begin(), plan.slots.end(), [&](const PlannedSlot& s) {
-        const auto& [size, stream] = reqs[s.ordinal];
-        return stream == s.stream && (s.kind == SlotKind::Dynamic || size == s.size);
-      });
-      if (fits) return static_cast<std::int64_t>(p);
-    }
-    return -1;
-  }
-
-  // Chunks that live tensors hold are orphaned; the pool starts empty for the new plan.
-  void switch_plan(std::int64_t next) {
-    if (next >= 0) {
-      const std::uint64_t need = plans_[static_cast<std::size_t>(next)].plan.num_chunks;
-      const std::uint64_t grow = need > pool_size_ ? need - pool_size_ : 0;
-      if (options_.capacity > 0 && reserved_bytes() + grow * g_ > options_.capacity) next = -1;
-    }
-    if (next == active_) return;
+  // Chunks that live tensors hold are orphaned; the pool starts empty. The pool is one
+  // cudaMalloc, made when it is first followed (unless it does not fit under the capacity).
+  void switch_plan(bool follow) {
+    const std::uint64_t need = follow ? plan_->plan.num_chunks : 0;
+    const std::uint64_t grow = need > pool_size_ ? need - pool_size_ : 0;
+    if (follow && options_.capacity > 0 && reserved_bytes() + grow * g_ > options_.capacity) follow = false;
+    if (follow == following_) return;
     for (const auto& [id, held] : live_) {
       if (held.generation != generation_) continue;
       for (const ChunkBytes& b : held.bytes) ++orphans_[{generation_, b.chunk}];
       for (std::uint32_t c : held.pool_chunks) ++orphans_[{generation_, c}];
     }
     ++generation_;
-    active_ = next;
-    if (active_ >= 0) {
-      const CachedPlan& cached = plans_[static_cast<std::size_t>(active_)];
-      const std::uint64_t grow = cached.plan.num_chunks > pool_size_ ? cached.plan.num_chunks - pool_size_ : 0;
+    following_ = follow;
+    if (following_) {
       pool_size_ += grow;
-      region_base_ = va_.take(cached.region_bytes, g_);
-      if (variant_ == Variant::Paper) {
-        // One static pool, one cudaMalloc.
-        if (grow > 0) ++calls_[vmm::CallKind::CudaMalloc];
-        cache_.release_cached(&calls_);
-      } else {
-        calls_[vmm::CallKind::Create] += grow;
-        calls_[vmm::CallKind::Map] += cached.plan.mappings;
-        calls_[vmm::CallKind::Reserve] += cached.plan.slots.size();
-        calls_[vmm::CallKind::SetAccess] += cached.plan.slots.size();
-      }
+      region_base_ = va_.take(plan_->region_bytes, g_);
+      if (grow > 0) ++calls_[vmm::CallKind::CudaMalloc];
+      cache_.release_cached(&calls_);
     }
     occupied_.assign(pool_size_, {});
     lent_.assign(pool_size_, false);
-    spare_.clear();
-    for (std::uint64_t c = pool_size_; c > 0; --c) spare_.push_back(static_cast<std::uint32_t>(c - 1));
   }
 
   // ---- serving a request
 
+  // The first request that does not match its slot's size sends the rest of the iteration to the
+  // caching pool, as the published design gives up on the plan for the iteration.
   bool serve(const Event& e, std::uint64_t ordinal, Held& held) {
-    if (variant_ == Variant::Paper && e.size <= kSlabMaxRequest) return from_slab(held);
-    if (e.iteration == 0 && iteration0_persistent_.count(e.id)) {
-      return variant_ == Variant::Paper ? from_cache(held) : from_persistent(held);
-    }
-    if (active_ >= 0 && !fell_back_) {
-      const CachedPlan& cached = plans_[static_cast<std::size_t>(active_)];
-      const std::int64_t index = ordinal < cached.slot_at.size() ? cached.slot_at[ordinal] : -1;
+    if (e.size <= kSlabMaxRequest) return from_slab(held);
+    if (e.iteration == 0 && iteration0_persistent_.count(e.id)) return from_cache(held);
+    if (following_ && !fell_back_) {
+      const std::int64_t index = ordinal < plan_->slot_at.size() ? plan_->slot_at[ordinal] : -1;
       if (index >= 0) {
         const auto i = static_cast<std::size_t>(index);
-        const PlannedSlot& slot = cached.plan.slots[i];
-        const bool stream_ok = variant_ == Variant::Paper || slot.stream == e.stream;
-        if (slot.kind == SlotKind::Dynamic && stream_ok) {
-          if (variant_ != Variant::Paper && from_budget_view(cached, i, held)) return true;
+        const PlannedSlot& slot = plan_->plan.slots[i];
+        if (slot.kind == SlotKind::Dynamic) {
           if (from_budget(slot, held)) return true;
-        } else if (slot.size == e.size && stream_ok) {
-          if (from_slot(cached, i, held)) return true;
-        } else if (variant_ == Variant::Paper) {
-          fell_back_ = true;  // the published design gives up on the plan for the iteration
+        } else if (slot.size == e.size) {
+          if (from_range(i, slot.chunks, slot.offset, slot.size, held)) return true;
+        } else {
+          fell_back_ = true;
         }
       }
     }
-    return variant_ == Variant::Paper ? from_cache(held) : from_dynamic(held);
-  }
-
-  bool from_slot(const CachedPlan& cached, std::size_t index, Held& held) {
-    const PlannedSlot& slot = cached.plan.slots[index];
-    return from_range(cached, index, slot.chunks, slot.offset, slot.size, held);
-  }
-
-  // As the runtime: a Dynamic tensor takes bytes of the range mapped on its slot's budget, from
-  // the first page at which they are free.
-  bool from_budget_view(const CachedPlan& cached, std::size_t index, Held& held) {
-    const PlannedSlot& slot = cached.plan.slots[index];
-    const std::uint64_t pages = slot.budget_chunks.size();
-    const std::uint64_t needed = ceil_div(slot.offset + held.size, g_);
-    if (held.size == 0 || needed > pages) return false;
-    for (std::uint64_t start = 0; start + needed <= pages; ++start) {
-      if (from_range(cached, index, slot.budget_chunks, slot.offset + start * g_, held.size, held)) {
-        return true;
-      }
-    }
-    return false;
+    return from_cache(held);
   }
 
   // Bytes [offset, offset + size) of the slot's range backed by `chunks`, if no tenant has any.
-  bool from_range(const CachedPlan& cached, std::size_t index,
-                  const std::vector<std::uint32_t>& chunks, std::uint64_t offset,
+  bool from_range(std::size_t index, const std::vector<std::uint32_t>& chunks, std::uint64_t offset,
                   std::uint64_t size, Held& held) {
     std::vector<ChunkBytes> bytes;
     for (std::size_t j = offset / g_; j * g_ < offset + size; ++j) {
@@ -394,115 +309,32 @@ class StallocModel final : public AllocatorModel {
     for (const ChunkBytes& b : bytes) occupied_[b.chunk].emplace_back(b.lo, b.hi);
     held.source = Source::Planned;
     held.bytes = std::move(bytes);
-    held.address = region_base_ + cached.range_offset[index] + offset;
+    held.address = region_base_ + plan_->range_offset[index] + offset;
     return true;
   }
 
   bool chunk_idle(std::uint32_t c) const { return !lent_[c] && occupied_[c].empty(); }
 
-  // A dynamic slot grows onto chunks the plan leaves idle over its lifetime; below a chunk it is
-  // packed with other small requests instead of taking a chunk alone. The published design has
-  // no VMM: it needs consecutive pool chunks.
+  // A dynamic tensor takes chunks the plan leaves idle over its slot's lifetime. The published
+  // design has no VMM: it needs consecutive pool chunks.
   bool from_budget(const PlannedSlot& slot, Held& held) {
-    if (variant_ != Variant::Paper && held.size < g_) return from_small_chunk(held);
     const std::uint64_t need = ceil_div(std::max<std::uint64_t>(held.size, 1), g_);
     std::vector<std::uint32_t> take;
-    if (variant_ == Variant::Paper) {
-      for (std::uint32_t c : slot.budget_chunks) {
-        if (!chunk_idle(c) || (!take.empty() && c != take.back() + 1)) take.clear();
-        if (chunk_idle(c)) take.push_back(c);
-        if (take.size() == need) break;
-      }
-      if (take.size() < need) return false;
-    } else {
-      for (std::uint32_t c : slot.budget_chunks) {
-        if (take.size() == need) break;
-        if (chunk_idle(c)) take.push_back(c);
-      }
-      if (!fresh(need - take.size(), held)) return false;
+    for (std::uint32_t c : slot.budget_chunks) {
+      if (!chunk_idle(c) || (!take.empty() && c != take.back() + 1)) take.clear();
+      if (chunk_idle(c)) take.push_back(c);
+      if (take.size() == need) break;
     }
+    if (take.size() < need) return false;
     for (std::uint32_t c : take) lent_[c] = true;
     held.source = Source::Chunks;
     held.pool_chunks = std::move(take);
     held.address = va_.take(need * g_, g_);
     return true;
-  }
-
-  // New chunks created and mapped, access set once over them; unmapped and released.
-  void count_mapped(std::uint64_t chunks) {
-    if (chunks == 0) return;
-    calls_[vmm::CallKind::Create] += chunks;
-    calls_[vmm::CallKind::Map] += chunks;
-    ++calls_[vmm::CallKind::SetAccess];
-  }
-  void count_unmapped(std::uint64_t chunks) {
-    calls_[vmm::CallKind::Unmap] += chunks;
-    calls_[vmm::CallKind::Release] += chunks;
   }
 
   bool fits(std::uint64_t more_bytes) const {
     return options_.capacity == 0 || reserved_bytes() + more_bytes <= options_.capacity;
-  }
-
-  bool fresh(std::uint64_t chunks, Held& held) {
-    if (!fits(chunks * g_)) return false;
-    fresh_chunks_ += chunks;
-    held.fresh_chunks = chunks;
-    count_mapped(chunks);
-    return true;
-  }
-
-  // Chunk-granular: whole chunks for large requests (idle pool chunks first, when no plan is
-  // active), small requests packed into shared chunks.
-  bool from_dynamic(Held& held) {
-    if (held.size < g_) return from_small_chunk(held);
-    const std::uint64_t need = ceil_div(held.size, g_);
-    std::vector<std::uint32_t> take;
-    if (active_ < 0) {
-      while (take.size() < need && !spare_.empty()) {
-        const std::uint32_t c = spare_.back();
-        spare_.pop_back();
-        if (chunk_idle(c)) take.push_back(c);
-      }
-    }
-    if (!fresh(need - take.size(), held)) {
-      for (std::uint32_t c : take) spare_.push_back(c);
-      return false;
-    }
-    for (std::uint32_t c : take) lent_[c] = true;
-    held.source = Source::Chunks;
-    held.pool_chunks = std::move(take);
-    held.address = va_.take(need * g_, g_);
-    return true;
-  }
-
-  bool from_small_chunk(Held& held) {
-    const std::uint64_t bytes = round_up(std::max<std::uint64_t>(held.size, 1), kTensorAlignment);
-    if (small_.empty() || small_[current_small_].used + bytes > g_) {
-      if (!fits(g_)) return false;
-      current_small_ = small_.size();
-      small_.push_back({va_.take(g_, g_), 0, 0});
-      ++small_held_;
-      count_mapped(1);
-    }
-    SmallChunk& chunk = small_[current_small_];
-    held.source = Source::SmallChunk;
-    held.small_chunk = current_small_;
-    held.address = chunk.address + chunk.used;
-    chunk.used += bytes;
-    ++chunk.live;
-    return true;
-  }
-
-  bool from_persistent(Held& held) {
-    const std::uint64_t at = round_up(persistent_used_, kTensorAlignment);
-    const std::uint64_t grow = ceil_div(at + held.size, g_) - ceil_div(persistent_used_, g_);
-    if (!fits(grow * g_)) return false;
-    count_mapped(grow);
-    persistent_used_ = at + held.size;
-    held.source = Source::Persistent;
-    held.address = kPersistentBase + at;
-    return true;
   }
 
   bool from_slab(Held& held) {
@@ -544,26 +376,9 @@ class StallocModel final : public AllocatorModel {
         auto& ranges = occupied_[b.chunk];
         ranges.erase(std::find(ranges.begin(), ranges.end(), std::make_pair(b.lo, b.hi)));
       }
-      for (std::uint32_t c : held.pool_chunks) {
-        lent_[c] = false;
-        if (active_ < 0) spare_.push_back(c);
-      }
+      for (std::uint32_t c : held.pool_chunks) lent_[c] = false;
     }
-    fresh_chunks_ -= held.fresh_chunks;
-    count_unmapped(held.fresh_chunks);
     switch (held.source) {
-      case Source::SmallChunk: {
-        SmallChunk& chunk = small_[held.small_chunk];
-        if (--chunk.live == 0) {
-          if (held.small_chunk == current_small_) {
-            chunk.used = 0;  // the current chunk is reused from its start
-          } else {
-            --small_held_;
-            count_unmapped(1);
-          }
-        }
-        break;
-      }
       case Source::Slab:
         slab_free_.push_back(held.address);
         break;
@@ -572,16 +387,17 @@ class StallocModel final : public AllocatorModel {
         break;
       case Source::Planned:
       case Source::Chunks:
-      case Source::Persistent:
         break;
     }
   }
 
+  // An orphaned chunk goes when its last tenant dies, counted as one unmap and one release.
   void drop_orphan(std::uint64_t generation, std::uint32_t chunk) {
     auto it = orphans_.find({generation, chunk});
     if (it != orphans_.end() && --it->second == 0) {
       orphans_.erase(it);
-      count_unmapped(1);
+      ++calls_[vmm::CallKind::Unmap];
+      ++calls_[vmm::CallKind::Release];
     }
   }
 
@@ -593,37 +409,25 @@ class StallocModel final : public AllocatorModel {
     }
   }
 
-  static constexpr std::uint64_t kPersistentBase = 1ull << 60;
-
   Trace trace_;
-  Variant variant_;
   ModelOptions options_;
   std::uint64_t g_;
   std::unordered_set<std::uint64_t> iteration0_persistent_;
-  std::map<std::uint32_t, std::vector<std::pair<std::uint64_t, std::uint32_t>>> requests_;
-  std::uint32_t last_iteration_ = 0;
   std::uint32_t profile_iteration_ = 0;
 
-  std::vector<CachedPlan> plans_;
-  std::set<std::uint32_t> planned_;
+  std::optional<PoolPlan> plan_;
   std::optional<std::uint32_t> current_;
   std::uint64_t ordinal_ = 0;
   bool fell_back_ = false;
-  std::int64_t active_ = -1;
+  bool following_ = false;
 
   std::uint64_t generation_ = 0;
   std::uint64_t pool_size_ = 0;
   std::uint64_t region_base_ = 0;
   std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> occupied_;
   std::vector<bool> lent_;
-  std::vector<std::uint32_t> spare_;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::uint64_t> orphans_;
 
-  std::uint64_t fresh_chunks_ = 0;
-  std::vector<SmallChunk> small_;
-  std::size_t current_small_ = 0;
-  std::uint64_t small_held_ = 0;
-  std::uint64_t persistent_used_ = 0;
   std::vector<std::uint64_t> slab_free_;
   std::uint64_t slab_pages_ = 0;
   CachingPool cache_;
@@ -636,15 +440,8 @@ class StallocModel final : public AllocatorModel {
 
 }  // namespace
 
-std::unique_ptr<AllocatorModel> make_stalloc_model(const Trace& trace, std::string_view variant,
-                                                   const ModelOptions& options) {
-  if (variant == "stalloc") return std::make_unique<StallocModel>(trace, Variant::Alias, options);
-  if (variant == "stalloc-windowed") {
-    return std::make_unique<StallocModel>(trace, Variant::Windowed, options);
-  }
-  if (variant == "stalloc-paper") return std::make_unique<StallocModel>(trace, Variant::Paper, options);
-  throw UsageError("unknown stalloc model '" + std::string(variant) +
-                   "' (known: stalloc, stalloc-windowed, stalloc-paper)");
+std::unique_ptr<AllocatorModel> make_stalloc_paper_model(const Trace& trace, const ModelOptions& options) {
+  return std::make_unique<StallocPaperModel>(trace, options);
 }
 
 }  // namespace stalloc
