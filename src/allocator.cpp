@@ -408,7 +408,7 @@ void Runtime::end_iteration() {
         options.windows = config_.windows;
         // Serial: the planner runs beside training and must not take every core from it.
         options.dsa.parallel = false;
-        cache_.start_planning(std::move(trace), iteration, options);
+        cache_.start_planning(std::move(trace), iteration, options, config_.mode_auto);
         log("stalloc runtime: planning iteration " + std::to_string(iteration) +
             " in the background" +
             (config_.varying_sizes == VaryingSizes::Auto && policy == VaryingSizes::Largest
@@ -517,6 +517,15 @@ void Runtime::poll_unplanned() {
   }
 }
 
+std::uint64_t Runtime::plan_mapping_room() const {
+  const std::uint64_t limit = config_.max_mappings != 0 ? config_.max_mappings : driver_.mapping_limit();
+  if (limit == 0) return std::numeric_limits<std::uint64_t>::max();
+  // An eighth stays for what is served beside the plans (arenas, dedicated ranges), on top of
+  // what they hold now.
+  const std::uint64_t held = driver_.counters().live_mappings + limit / 8;
+  return held < limit ? limit - held : 0;
+}
+
 void Runtime::install_finished() {
   std::vector<PlanCache::Finished> finished = cache_.take_finished();
   if (finished.empty()) return;
@@ -533,12 +542,17 @@ void Runtime::install_finished() {
       continue;
     }
     std::string why;
-    auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_, &why);
-    if (!plan && f.options.mode == PlanMode::Alias) {
+    const PlanMode tried = f.plan->mode;
+    auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_,
+                                       plan_mapping_room(), &why);
+    if (!plan && tried != PlanMode::Windowed) {
       // Alias mode maps every slot at once, which may exceed the live mappings the driver
-      // allows; windowed mode bounds them. Plan again that way.
-      log("stalloc runtime: alias plan not installed (" + why + "), planning windowed");
-      f.options.mode = PlanMode::Windowed;
+      // allows: an offset plan maps each chunk once, windowed mode only what a window uses.
+      // Plan again the first way, then the second.
+      const PlanMode next = tried == PlanMode::Alias ? PlanMode::Offset : PlanMode::Windowed;
+      log("stalloc runtime: " + std::string(plan_mode_name(tried)) + " plan not installed (" +
+          why + "), planning " + std::string(plan_mode_name(next)));
+      f.options.mode = next;
       cache_.start_planning(std::move(f.trace), f.iteration, f.options);
       ++stats_.plan_failures;
       stats_.last_plan_error = why;
@@ -596,7 +610,8 @@ void Runtime::choose_plan() {
 void Runtime::add_plan(ChunkPlan plan) {
   std::lock_guard lock(mutex_);
   std::string why;
-  auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_, &why);
+  auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_,
+                                          plan_mapping_room(), &why);
   if (!installed) throw UsageError("cannot install the plan: " + why);
   cache_.insert(std::move(installed), ++stamp_, active_);
   ++stats_.plan_installs;
@@ -606,7 +621,7 @@ void Runtime::add_plan(ChunkPlan plan) {
 
 void Runtime::wait_for_planning() {
   std::lock_guard lock(mutex_);
-  // An alias plan that cannot be mapped is planned again, windowed: wait for that one too.
+  // A plan that cannot be mapped is planned again another way: wait for that one too.
   while (cache_.pending() > 0) {
     cache_.wait();
     install_finished();

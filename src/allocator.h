@@ -107,6 +107,9 @@ class Runtime {
   // The iteration followed the active plan closely enough to count as its (kOffPlanShare).
   bool served_by_active() const;
   void install_finished();
+  // Chunk mappings a plan installed now may hold: the live mappings limit (max_mappings, else
+  // the driver's) less what is mapped already and an eighth for the unplanned paths.
+  std::uint64_t plan_mapping_room() const;
   void choose_plan();
   std::uint16_t thread_index();
   void log(const std::string& line) const;

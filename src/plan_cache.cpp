@@ -57,16 +57,35 @@ void PlanCache::release_retired() {
   std::erase_if(retiring_, [](const std::unique_ptr<InstalledPlan>& p) { return p->gpu_done(); });
 }
 
-void PlanCache::start_planning(Trace trace, std::uint32_t iteration, PlanOptions options) {
+namespace {
+
+// An alias plan maps each chunk once per view that uses it (hundreds of thousands of mappings
+// on the 7B presets at 2 MiB); an offset plan of the same iteration lays every slot out as
+// consecutive chunks of one pool, each chunk mapped once. Where the offset plan needs no more
+// chunks it is taken. Not with Dynamic slots: offsets give them no budget chunks.
+ChunkPlan plan_for_install(const Trace& trace, std::uint32_t iteration, const PlanOptions& options,
+                           bool try_offset) {
+  ChunkPlan plan = plan_iteration(trace, iteration, options);
+  if (!try_offset || options.mode != PlanMode::Alias || plan.dynamic_peak_bytes > 0) return plan;
+  PlanOptions offset = options;
+  offset.mode = PlanMode::Offset;
+  ChunkPlan packed = plan_iteration(trace, iteration, offset);
+  return packed.num_chunks <= plan.num_chunks ? packed : plan;
+}
+
+}  // namespace
+
+void PlanCache::start_planning(Trace trace, std::uint32_t iteration, PlanOptions options,
+                               bool try_offset) {
   Job& job = jobs_.emplace_back();
   job.key = key_of(signature_of(trace, iteration));
   job.trace = std::move(trace);
   job.iteration = iteration;
   job.options = options;
   // The thread reads job.trace and writes job.plan/error; nobody touches them until done.
-  job.thread = std::thread([&job] {
+  job.thread = std::thread([&job, try_offset] {
     try {
-      job.plan = plan_iteration(job.trace, job.iteration, job.options);
+      job.plan = plan_for_install(job.trace, job.iteration, job.options, try_offset);
     } catch (const std::exception& e) {
       job.error = e.what();
     }

@@ -50,7 +50,10 @@ class PlanCache {
   std::size_t retiring() const { return retiring_.size(); }
   InstalledPlan* most_recent() const;
 
-  void start_planning(Trace trace, std::uint32_t iteration, PlanOptions options);
+  // try_offset: with options.mode alias, also plan the offset pool and keep it where it needs
+  // no more chunks (mode:auto).
+  void start_planning(Trace trace, std::uint32_t iteration, PlanOptions options,
+                      bool try_offset = false);
   struct Finished {
     SignatureKey key;
     std::optional<ChunkPlan> plan;

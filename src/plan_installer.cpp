@@ -7,10 +7,6 @@ namespace stalloc {
 namespace {
 
 std::string check_plan(const ChunkPlan& plan, std::uint64_t granularity) {
-  if (plan.mode != PlanMode::Alias && plan.mode != PlanMode::Windowed) {
-    return "plan mode " + std::string(plan_mode_name(plan.mode)) +
-           " cannot be installed (alias or windowed)";
-  }
   if (plan.granularity != granularity) {
     return "plan granularity " + std::to_string(plan.granularity) +
            " differs from the runtime's " + std::to_string(granularity);
@@ -62,6 +58,7 @@ InstalledPlan::InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool
 
 std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Driver& driver,
                                                       PlanPool& pool, StreamSync& sync,
+                                                      std::uint64_t max_mappings,
                                                       std::string* why) {
   // The pool's granularity: the runtime's, which STALLOC_CONF may set to a multiple of the
   // driver's (its chunks are made that size, so mappings stay aligned).
@@ -99,6 +96,12 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   }
   p->order_chunks_by_last_use();
   const std::uint64_t pages = p->lay_out_views();
+  if (cp.mode != PlanMode::Windowed && pages > max_mappings) {
+    *why = "the " + std::string(plan_mode_name(cp.mode)) + " plan needs " + std::to_string(pages) +
+           " chunk mappings, " + std::to_string(max_mappings) +
+           " are left within the live mappings limit";
+    return nullptr;
+  }
   p->bytes_ = pages * g;
   if (pages > 0) {
     vmm::Status st = driver.reserve(&p->base_, p->bytes_);
@@ -112,7 +115,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   for (std::size_t i = 0; i < p->slots_.size(); ++i) {
     if (p->slot_view_[i] != UINT32_MAX) p->slots_[i].range += p->base_;
   }
-  if (cp.mode == PlanMode::Alias) {
+  if (cp.mode != PlanMode::Windowed) {
     for (std::size_t v = 0; v < p->views_.size(); ++v) {
       if (!p->map_view(static_cast<std::uint32_t>(v))) {
         *why = "mapping the plan failed after " + std::to_string(v) + " of " +
@@ -146,6 +149,20 @@ std::uint64_t InstalledPlan::lay_out_views() {
   std::unordered_map<std::uint32_t, std::vector<std::pair<std::uint32_t, std::uint32_t>>> holding;
   slot_view_.assign(plan_.slots.size(), UINT32_MAX);
   std::uint64_t pages = 0;
+  // An offset plan lays every slot out as consecutive chunks of one pool: the pool in chunk
+  // order is the one view they all share, each chunk mapped once.
+  if (plan_.mode == PlanMode::Offset && plan_.num_chunks > 0) {
+    View pool;
+    pool.chunks.resize(plan_.num_chunks);
+    for (std::uint32_t c = 0; c < plan_.num_chunks; ++c) {
+      pool.chunks[c] = c;
+      holding[c].emplace_back(0, c);
+    }
+    pool.first_window = 0;
+    pool.last_window = 0;
+    views_.push_back(std::move(pool));
+    pages = plan_.num_chunks;
+  }
   for (std::uint32_t i : order) {
     const PlannedSlot& slot = plan_.slots[i];
     const std::vector<std::uint32_t>& chunks = range_chunks(i);
@@ -324,7 +341,7 @@ void InstalledPlan::on_vacated(std::size_t index) {
 }
 
 bool InstalledPlan::ensure_mapped(std::size_t index) {
-  if (plan_.mode == PlanMode::Alias) return true;  // mapped at install
+  if (plan_.mode != PlanMode::Windowed) return true;  // mapped at install
   const std::uint32_t o = slot_view_[index];
   View& v = views_[o];
   cancel_unmap(o);

@@ -48,11 +48,12 @@ struct SlotState {
 
 class InstalledPlan {
  public:
-  // Validates the plan against the pool's granularity, grows the pool and maps (alias mode).
-  // Returns nullptr with *why on any failure, leaving nothing behind.
+  // Validates the plan against the pool's granularity, grows the pool and maps (alias and
+  // offset modes, within max_mappings chunk mappings: a plan that needs more is refused before
+  // anything is mapped). Returns nullptr with *why on any failure, leaving nothing behind.
   static std::unique_ptr<InstalledPlan> install(ChunkPlan plan, vmm::Driver& driver,
                                                 PlanPool& pool, StreamSync& sync,
-                                                std::string* why);
+                                                std::uint64_t max_mappings, std::string* why);
   ~InstalledPlan();
   InstalledPlan(const InstalledPlan&) = delete;
   InstalledPlan& operator=(const InstalledPlan&) = delete;

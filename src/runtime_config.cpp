@@ -1,5 +1,6 @@
 #include "src/runtime_config.h"
 
+#include <limits>
 #include <sstream>
 
 #include "common/units.h"
@@ -45,12 +46,15 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     if (value != "host" && value != "cuda" && value != "auto") bad_value(key, value, "host, cuda or auto");
     c.backend = std::string(value);
   } else if (key == "mode") {
-    if (value == "alias") {
+    c.mode_auto = value == "auto";
+    if (value == "alias" || value == "auto") {
       c.mode = PlanMode::Alias;
+    } else if (value == "offset") {
+      c.mode = PlanMode::Offset;
     } else if (value == "windowed") {
       c.mode = PlanMode::Windowed;
     } else {
-      bad_value(key, value, "alias or windowed");
+      bad_value(key, value, "auto, alias, offset or windowed");
     }
   } else if (key == "profile_iterations") {
     c.profile_iterations = parse_count(key, value, 0, 1000);
@@ -60,6 +64,8 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     if ((c.granularity & (c.granularity - 1)) != 0 || c.granularity > (1ull << 30)) {
       bad_value(key, value, "0 or a power of two number of bytes up to 1GiB, e.g. 2MiB");
     }
+  } else if (key == "max_mappings") {
+    c.max_mappings = parse_count(key, value, 0, std::numeric_limits<std::uint32_t>::max());
   } else if (key == "large_size") {
     c.large_size = parse_size(key, value);
   } else if (key == "small_size") {
@@ -95,7 +101,7 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
   } else {
     throw ConfigError("STALLOC_CONF: unknown key '" + std::string(key) +
                       "': known keys are backend, mode, profile_iterations, granularity, "
-                      "small_size, large_size, capacity, auto_step, plan_cache_size, record_trace, windows, "
+                      "small_size, large_size, capacity, max_mappings, auto_step, plan_cache_size, record_trace, windows, "
                       "lookahead, varying_sizes, log");
   }
 }
@@ -120,10 +126,10 @@ RuntimeConfig parse_runtime_config(std::string_view text) {
 
 std::string format_runtime_config(const RuntimeConfig& c) {
   std::ostringstream out;
-  out << "backend:" << c.backend << ",mode:" << plan_mode_name(c.mode)
+  out << "backend:" << c.backend << ",mode:" << (c.mode_auto ? "auto" : plan_mode_name(c.mode))
       << ",profile_iterations:" << c.profile_iterations << ",granularity:" << c.granularity
       << ",small_size:" << c.small_size << ",large_size:" << c.large_size
-      << ",capacity:" << c.capacity
+      << ",capacity:" << c.capacity << ",max_mappings:" << c.max_mappings
       << ",auto_step:" << (c.auto_step ? "true" : "false")
       << ",plan_cache_size:" << c.plan_cache_size
       << ",record_trace:" << (c.record_trace ? "true" : "false") << ",windows:" << c.windows

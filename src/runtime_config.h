@@ -28,7 +28,10 @@ enum class VaryingSizes : std::uint8_t {
 
 struct RuntimeConfig {
   std::string backend = "auto";            // host | cuda | auto
-  PlanMode mode = PlanMode::Alias;         // alias | windowed
+  // auto | alias | offset | windowed. auto: alias, or the offset plan of the same iteration
+  // where it needs no more chunks (each chunk mapped once instead of once per view).
+  PlanMode mode = PlanMode::Alias;
+  bool mode_auto = true;
   std::uint32_t profile_iterations = 1;    // iterations after warm-up before the first plan
   std::uint64_t granularity = 0;           // 0: the driver's granularity
   std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the small packed arena
@@ -36,6 +39,7 @@ struct RuntimeConfig {
   // size) while no plan is followed; 0: never.
   std::uint64_t large_size = std::uint64_t{32} << 20;
   std::uint64_t capacity = 0;              // bytes of physical memory; 0: unlimited
+  std::uint64_t max_mappings = 0;          // live chunk mappings allowed; 0: the driver's limit
   bool auto_step = true;                   // detect iteration boundaries when step() is never called
   std::uint32_t plan_cache_size = 8;       // installed plans kept (one per iteration signature)
   bool record_trace = false;               // keep every iteration's requests, not only the profiled

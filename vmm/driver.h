@@ -117,6 +117,10 @@ class Driver {
   virtual Status read_bytes(void* dst, DevicePtr src, std::size_t size);
 
   virtual DriverCounters counters() const = 0;
+
+  // Most chunk mappings that can be live at once; 0 when the driver knows no limit (CUDA: not
+  // measured yet). The runtime keeps its plans within it (docs/runtime.md).
+  virtual std::size_t mapping_limit() const { return 0; }
 };
 
 // Raised by a factory that cannot give a driver (no libcuda, no device, bad options).

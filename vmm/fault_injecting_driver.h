@@ -79,6 +79,7 @@ class FaultInjectingDriver final : public Driver {
   }
 
   DriverCounters counters() const override { return inner_.counters(); }
+  std::size_t mapping_limit() const override { return inner_.mapping_limit(); }
 
  private:
   // Counts a call of this kind; true when it is the one to fail.

@@ -484,6 +484,13 @@ class HostDriver final : public Driver {
     return Status::Success;
   }
 
+  // The kernel's memory areas bound the backed driver's mappings (each mapping is one, and the
+  // unmapped runs between them take more); max_mappings bounds both.
+  std::size_t mapping_limit() const override {
+    const std::size_t limit = std::min(max_mappings_, area_budget_);
+    return limit == kUnlimited ? 0 : limit;
+  }
+
   DriverCounters counters() const override {
     std::lock_guard lock(mu_);
     return counters_;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "src/runtime_config.h"
 
 namespace stalloc {
@@ -9,8 +11,11 @@ TEST(RuntimeConfig, EmptyGivesDefaults) {
   RuntimeConfig c = parse_runtime_config("");
   EXPECT_EQ(c.backend, "auto");
   EXPECT_EQ(c.mode, PlanMode::Alias);
+  EXPECT_TRUE(c.mode_auto);
   EXPECT_EQ(c.profile_iterations, 1u);
   EXPECT_EQ(c.small_size, 1u << 20);
+  EXPECT_EQ(c.large_size, 32u << 20);
+  EXPECT_EQ(c.max_mappings, 0u);
   EXPECT_EQ(c.capacity, 0u);
   EXPECT_TRUE(c.auto_step);
   EXPECT_FALSE(c.record_trace);
@@ -35,6 +40,19 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   EXPECT_EQ(c.lookahead, 4u);
   EXPECT_EQ(c.varying_sizes, VaryingSizes::Dynamic);
   EXPECT_EQ(c.log, "/tmp/stalloc.log");
+}
+
+TEST(RuntimeConfig, ModesAndTheMappingLimit) {
+  for (const auto& [text, mode, is_auto] :
+       {std::tuple{"mode:auto", PlanMode::Alias, true}, std::tuple{"mode:alias", PlanMode::Alias, false},
+        std::tuple{"mode:offset", PlanMode::Offset, false},
+        std::tuple{"mode:windowed", PlanMode::Windowed, false}}) {
+    const RuntimeConfig c = parse_runtime_config(text);
+    EXPECT_EQ(c.mode, mode) << text;
+    EXPECT_EQ(c.mode_auto, is_auto) << text;
+    EXPECT_EQ(parse_runtime_config(format_runtime_config(c)).mode_auto, is_auto) << text;
+  }
+  EXPECT_EQ(parse_runtime_config("max_mappings:50000").max_mappings, 50000u);
 }
 
 TEST(RuntimeConfig, FormatRoundTrips) {
@@ -77,7 +95,7 @@ TEST_P(RuntimeConfigBad, RaisesConfigErrorNamingTheKey) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, RuntimeConfigBad,
     testing::Values(BadConf{"backend:tpu", "'backend'"}, BadConf{"backend:tpu", "host, cuda or auto"},
-                    BadConf{"mode:offset", "alias or windowed"},
+                    BadConf{"mode:fastest", "auto, alias, offset or windowed"},
                     BadConf{"profile_iterations:-1", "'profile_iterations'"},
                     BadConf{"profile_iterations:1x", "'profile_iterations'"},
                     BadConf{"granularity:3000", "power of two"},
