@@ -75,7 +75,12 @@ IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
       s.start = 0;
       s.end = out.requests;
     }
-    if (l.dynamic || across.varies[ordinal]) {
+    // A 0-byte tensor (torch.empty(0), an MoE expert that got no tokens) holds no bytes: it
+    // gets no chunks and no budget. As a Dynamic slot it is matched by position like any other
+    // request, so the plan installs (a Static slot of size 0 is refused by the installer) and
+    // the runtime serves it outside the pool; planned at the alignment instead, it would be a
+    // slot of 512 bytes that a 0-byte request never matches (a miss every iteration).
+    if (l.dynamic || across.varies[ordinal] || l.size == 0) {
       s.kind = SlotKind::Dynamic;
     } else if (l.size < small_threshold) {
       s.kind = SlotKind::Small;

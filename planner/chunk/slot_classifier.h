@@ -22,7 +22,8 @@ struct IterationSlots {
 // Throws UsageError when the trace has no event in that iteration or is malformed.
 // A slot not freed within the iteration is live over the whole iteration [0, requests).
 // Dynamic: the event's dynamic hint, or another iteration with as many allocations has another
-// size at the same ordinal. Small: below small_threshold. Static: everything else.
+// size at the same ordinal, or the allocation is of 0 bytes (no chunks, no budget: matched by
+// position, served outside the pool). Small: below small_threshold. Static: everything else.
 IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
                               std::uint64_t small_threshold);
 

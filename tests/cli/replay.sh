@@ -30,6 +30,33 @@ assert last["misses"] == 0 and last["conflicts"] == 0 and last["matched"] > 0, l
 assert d["per_iteration"][0]["event_calls"] > 0 and last["event_calls"] == 0, d["per_iteration"]
 PY
 
+# 0-byte allocations (torch.empty(0), an MoE expert with no tokens) do not stop planning: four
+# allocations per iteration, one of 0 bytes. They used to make the plan be refused ("plan slot 1:
+# size 0": plan_installs 0, plan_failures 2).
+{
+  echo "stalloc-trace 1"
+  for it in 0 1 2 3 4; do
+    a=$((it * 4 + 1)); z=$((it * 4 + 2)); c=$((it * 4 + 3)); d=$((it * 4 + 4))
+    echo "a $a 5242880 0 $it fwd 0 0 0 -"
+    echo "a $z 0 0 $it fwd 0 0 0 -"
+    echo "a $c 3000000 0 $it fwd 0 0 0 -"
+    echo "a $d 1000 0 $it fwd 0 0 0 -"
+    echo "f $z 0 0 $it bwd 0 0 0 -"
+    echo "f $a 5242880 0 $it bwd 0 0 0 -"
+    echo "f $d 1000 0 $it bwd 0 0 0 -"
+    echo "f $c 3000000 0 $it bwd 0 0 0 -"
+  done
+} > "$tmp/zero.trace"
+"$bin" replay "$tmp/zero.trace" --backend host --verify --json > "$tmp/zero.json"
+python3 - "$tmp/zero.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["plan_installs"] >= 1 and d["plan_failures"] == 0 and d["last_plan_error"] == "", d
+assert d["verify_errors"] == 0 and d["failed_allocations"] == 0, d
+last = d["per_iteration"][-1]
+assert last["matched"] == 4 and last["misses"] == 0 and last["conflicts"] == 0, last
+PY
+
 "$bin" replay "$tmp/tiny.trace" --backend host --conf granularity:2MiB > "$tmp/out.txt"
 grep -Eq "^vmm ops/iter +0.0 mean, 0.0 median" "$tmp/out.txt" || fail "text: $(cat "$tmp/out.txt")"
 
