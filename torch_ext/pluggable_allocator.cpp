@@ -4,35 +4,106 @@
 // PyTorch gives the allocator no context pointer, so the runtimes live in process-wide state:
 // one Runtime per device, created on the first request for that device with the configuration
 // stalloc_configure stored. Functions with an error buffer return 0 on success and write a
-// message otherwise. Only stalloc_malloc throws: PyTorch does not check the pointer an allocator
-// returns (a nullptr would fail later as an illegal address in some kernel), so a failed
-// allocation raises, as PyTorch's own allocator does, and Python sees a RuntimeError saying why.
-// ctypes callers must not make it fail.
+// message otherwise. Only stalloc_malloc and stalloc_begin_allocate_to_pool throw: PyTorch does
+// not check the pointer an allocator returns (a nullptr would fail later as an illegal address in
+// some kernel), so a failed allocation raises, as PyTorch's own allocator does. ctypes callers
+// must not make them fail.
+//
+// What PyTorch's memory statistics call allocations and allocated bytes (torch.cuda.memory_stats)
+// is counted here, where PyTorch's requests arrive, per pool as PyTorch splits them (requests up
+// to 1 MiB are "small"); reserved bytes and chunks come from the runtime.
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
 
+#include "common/json.h"
+#include "common/units.h"
 #include "src/allocator.h"
 #include "src/runtime_config.h"
 #include "src/runtime_stats.h"
+#include "vmm/driver_factory.h"
+#include "vmm/host_driver.h"
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*
 
 namespace {
 
 constexpr int kMaxDevices = 64;
+// PyTorch's small pool takes requests up to 1 MiB (kSmallSize in CUDACachingAllocator).
+constexpr std::uint64_t kSmallRequest = std::uint64_t{1} << 20;
+// Waiting for pending frees before an out-of-memory error: retries after 1, 10, 100 and 1000 ms
+// fit the default budget.
+constexpr double kDefaultOomWaitSeconds = 1.2;
+
+// One of PyTorch's statistics: current value, peak, and what was added and taken in all.
+struct Stat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;
+  std::int64_t freed = 0;
+  void increase(std::int64_t n) {
+    current += n;
+    allocated += n;
+    peak = std::max(peak, current);
+  }
+  void decrease(std::int64_t n) {
+    current -= n;
+    freed += n;
+  }
+};
+
+enum Pool : std::size_t { kAll, kSmallPool, kLargePool, kPools };
+
+struct RequestStats {
+  std::array<Stat, kPools> count;  // live allocations
+  std::array<Stat, kPools> bytes;  // their requested bytes
+  std::uint64_t ooms = 0;          // out-of-memory errors raised
+  std::uint64_t retries = 0;       // allocations that failed once and were retried
+};
+
+struct DeviceState {
+  std::mutex mutex;
+  RequestStats stats;
+};
+
+using OomThrower = void (*)(const char* message);
 
 struct Process {
   std::mutex mutex;
   stalloc::RuntimeConfig config;
   bool configured = false;
+  stalloc::vmm::HostLag host_lag;  // backend:host only (tests)
+  std::array<std::unique_ptr<stalloc::vmm::Driver>, kMaxDevices> drivers;
   std::array<std::unique_ptr<stalloc::Runtime>, kMaxDevices> runtimes;
+  // The runtimes once made, read without the mutex on every request.
+  std::array<std::atomic<stalloc::Runtime*>, kMaxDevices> ready{};
   std::array<bool, kMaxDevices> failed{};
+  std::array<DeviceState, kMaxDevices> devices;
+  // record_stream names a pointer but not its device. While one runtime exists it owns every
+  // pointer; once a second one is made, live pointers are registered with their device, and a
+  // pointer not registered was served before that, by the first.
+  int first_device = -1;
+  std::atomic<bool> several{false};
+  std::mutex owners_mutex;
+  std::unordered_map<void*, int> owners;
+  std::atomic<OomThrower> oom_thrower{nullptr};
+  std::atomic<double> oom_wait_seconds{kDefaultOomWaitSeconds};
 };
 
 // Never destroyed, as PyTorch's own allocator: CUDA tensors freed during interpreter shutdown
@@ -56,24 +127,49 @@ const stalloc::RuntimeConfig& config_locked(Process& p) {
   return p.config;
 }
 
+bool serving_locked(const Process& p) {
+  return std::any_of(p.runtimes.begin(), p.runtimes.end(), [](const auto& r) { return r != nullptr; });
+}
+
 // The runtime of a device, created on first use; nullptr if it cannot be made (the reason goes to
 // stderr once). PyTorch gets device pointers only: `auto` means the CUDA backend here, never the
 // host emulation, which only an explicit backend:host (tests without a GPU) selects.
 stalloc::Runtime* runtime_for(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   Process& p = process();
+  const auto d = static_cast<std::size_t>(device);
+  if (stalloc::Runtime* r = p.ready[d].load(std::memory_order_acquire)) return r;
   std::lock_guard<std::mutex> lock(p.mutex);
-  auto& slot = p.runtimes[static_cast<std::size_t>(device)];
-  if (slot || p.failed[static_cast<std::size_t>(device)]) return slot.get();
+  auto& slot = p.runtimes[d];
+  if (slot || p.failed[d]) return slot.get();
   try {
     stalloc::RuntimeConfig config = config_locked(p);
     if (config.backend == "auto") config.backend = "cuda";
-    slot = std::make_unique<stalloc::Runtime>(config, device);
+    stalloc::vmm::HostDriverOptions host;
+    if (config.granularity != 0) host.granularity = config.granularity;
+    host.device = device;
+    host.lag = p.host_lag;
+    auto driver = stalloc::vmm::make_driver(config.backend, host);
+    slot = std::make_unique<stalloc::Runtime>(config, *driver);
+    p.drivers[d] = std::move(driver);
   } catch (const std::exception& e) {
-    p.failed[static_cast<std::size_t>(device)] = true;
+    p.failed[d] = true;
     std::fprintf(stderr, "stalloc: cannot start the allocator for device %d: %s\n", device, e.what());
+    return nullptr;
   }
+  // Before the new runtime serves its first pointer, so that every pointer it serves is registered.
+  if (p.first_device < 0) {
+    p.first_device = device;
+  } else {
+    p.several.store(true, std::memory_order_release);
+  }
+  p.ready[d].store(slot.get(), std::memory_order_release);
   return slot.get();
+}
+
+stalloc::Runtime* existing_runtime(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return process().ready[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
 }
 
 template <typename F>
@@ -86,6 +182,179 @@ void for_each_runtime(F&& f) {
 }
 
 stalloc::vmm::StreamHandle stream_handle(void* stream) { return reinterpret_cast<stalloc::vmm::StreamHandle>(stream); }
+
+Pool pool_of(std::size_t size) { return size <= kSmallRequest ? kSmallPool : kLargePool; }
+
+void count_allocation(int device, std::size_t size) {
+  DeviceState& s = process().devices[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto n = static_cast<std::int64_t>(size);
+  for (Pool pool : {kAll, pool_of(size)}) {
+    s.stats.count[pool].increase(1);
+    s.stats.bytes[pool].increase(n);
+  }
+}
+
+void count_free(int device, std::size_t size) {
+  DeviceState& s = process().devices[static_cast<std::size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto n = static_cast<std::int64_t>(size);
+  for (Pool pool : {kAll, pool_of(size)}) {
+    s.stats.count[pool].decrease(1);
+    s.stats.bytes[pool].decrease(n);
+  }
+}
+
+void register_owner(void* ptr, int device) {
+  Process& p = process();
+  if (!p.several.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(p.owners_mutex);
+  p.owners[ptr] = device;
+}
+
+void forget_owner(void* ptr) {
+  Process& p = process();
+  if (!p.several.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(p.owners_mutex);
+  p.owners.erase(ptr);
+}
+
+stalloc::Runtime* owner_of(void* ptr) {
+  Process& p = process();
+  int device = -1;
+  if (p.several.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(p.owners_mutex);
+    auto it = p.owners.find(ptr);
+    if (it != p.owners.end()) device = it->second;
+  }
+  if (device < 0) {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    device = p.first_device;
+  }
+  return existing_runtime(device);
+}
+
+// Waiting cannot free enough: the live tensors and this request exceed the capacity (or, with
+// none set, the device's memory).
+bool beyond_capacity(stalloc::Runtime& r, std::size_t size) {
+  const stalloc::RuntimeStats s = r.stats();
+  std::uint64_t limit = s.last_oom.capacity_bytes;
+  if (limit == 0) {
+    std::size_t total = 0;
+    if (r.driver().total_memory(&total) == stalloc::vmm::Status::Success) limit = total;
+  }
+  return limit != 0 && s.allocated_bytes + size > limit;
+}
+
+struct RetryReport {
+  bool beyond_capacity = false;
+  int retries = 0;
+  double waited_seconds = 0;
+};
+
+// After a failed allocation, as PyTorch's allocator synchronizes its pending frees and releases
+// its cache before raising: memory the GPU is not done with (pages emptied on another stream, a
+// retiring plan's views) becomes free only when its events complete, which the runtime queries
+// but never waits for. The Driver interface has no synchronize, so this empties the caches and
+// retries at once and then after 1, 10, 100 ms... within the wait budget; each retry queries the
+// events again. Sound for memory (the runtime's own checks decide every reuse), but each retry
+// is a request to the runtime: its matching counts a miss or moves past a slot once more.
+void* retry_after_pending_frees(stalloc::Runtime& r, std::size_t size, int device, void* stream,
+                                RetryReport* report) {
+  if (beyond_capacity(r, size)) {
+    report->beyond_capacity = true;
+    return nullptr;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const double budget = process().oom_wait_seconds.load(std::memory_order_relaxed);
+  double planned = 0;
+  for (double delay = 0;; delay = delay == 0 ? 0.001 : delay * 10) {
+    if (delay > 0) {
+      if (planned + delay > budget) break;
+      planned += delay;
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    }
+    ++report->retries;
+    r.empty_cache();
+    void* p = r.malloc(size, device, stream_handle(stream));
+    report->waited_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (p != nullptr) return p;
+  }
+  return nullptr;
+}
+
+std::string oom_message(stalloc::Runtime& r, std::size_t size, int device,
+                        const RetryReport& retry) {
+  const stalloc::RuntimeStats s = r.stats();
+  std::ostringstream out;
+  // PyTorch's own message starts the same way, so code that looks for it finds it.
+  out << "CUDA out of memory. Tried to allocate " << stalloc::format_bytes(size) << ". GPU "
+      << device << ": stalloc holds " << stalloc::format_bytes(s.reserved_bytes)
+      << " reserved, of which " << stalloc::format_bytes(s.allocated_bytes)
+      << " is allocated to live tensors, ";
+  if (s.last_oom.capacity_bytes != 0) {
+    out << "with a capacity of " << stalloc::format_bytes(s.last_oom.capacity_bytes);
+  } else {
+    std::size_t total = 0;
+    out << "with no capacity set";
+    if (r.driver().total_memory(&total) == stalloc::vmm::Status::Success) {
+      out << " (the device has " << stalloc::format_bytes(total) << ")";
+    }
+  }
+  out << ". Reason: " << (s.last_oom.reason.empty() ? "unknown" : s.last_oom.reason) << ". ";
+  if (retry.beyond_capacity) {
+    out << "Not retried: the live tensors and this request exceed the capacity.";
+  } else {
+    char waited[64];
+    std::snprintf(waited, sizeof waited, "%.3f", retry.waited_seconds);
+    out << "Retried " << retry.retries << " times over " << waited
+        << " s after emptying the cache, waiting for pending frees.";
+  }
+  out << " See stalloc.memory_stats() and stalloc.stats(); STALLOC_CONF capacity sets the limit.";
+  return out.str();
+}
+
+[[noreturn]] void raise_oom(const std::string& message) {
+  if (OomThrower thrower = process().oom_thrower.load(std::memory_order_acquire)) {
+    thrower(message.c_str());  // throws c10::OutOfMemoryError (libstalloc_torch_oom.so)
+  }
+  throw std::runtime_error(message);
+}
+
+void write_stat(stalloc::JsonWriter& j, const Stat& s) {
+  j.begin_object()
+      .field("current", s.current)
+      .field("peak", s.peak)
+      .field("allocated", s.allocated)
+      .field("freed", s.freed)
+      .end_object();
+}
+
+void write_pools(stalloc::JsonWriter& j, const std::array<Stat, kPools>& stats) {
+  j.begin_object();
+  j.key("all");
+  write_stat(j, stats[kAll]);
+  j.key("small_pool");
+  write_stat(j, stats[kSmallPool]);
+  j.key("large_pool");
+  write_stat(j, stats[kLargePool]);
+  j.end_object();
+}
+
+void write_request_stats(std::ostream& out, const RequestStats& s,
+                         const stalloc::vmm::DriverCounters& driver) {
+  stalloc::JsonWriter j(out);
+  j.begin_object();
+  j.key("allocation");
+  write_pools(j, s.count);
+  j.key("requested_bytes");
+  write_pools(j, s.bytes);
+  j.field("num_ooms", s.ooms).field("num_alloc_retries", s.retries);
+  j.field("live_chunks", driver.live_chunks);
+  j.field("chunk_creates", driver.creates).field("chunk_releases", driver.releases);
+  j.end_object();
+}
 
 template <typename F>
 int write_per_device(const char* path, char* error, std::size_t error_size, F&& write) {
@@ -108,6 +377,22 @@ int write_per_device(const char* path, char* error, std::size_t error_size, F&& 
     return 1;
   }
 }
+
+constexpr const char* kCaptureRefused =
+    "stalloc: CUDA graph capture is not supported (torch.cuda.graph, CUDAGraph.capture_begin, "
+    "torch.cuda.make_graphed_callables, torch.compile(mode=\"reduce-overhead\")): a captured "
+    "graph keeps the addresses of the tensors it used, which stalloc gives to other tensors "
+    "later, and stalloc's event queries and mappings are not allowed during a capture. Run "
+    "graphs with PyTorch's own allocator (do not call stalloc.enable() in that process).";
+
+// PyTorch 2.3+'s hook at the start of a CUDA graph capture (set_begin_allocate_to_pool): refuses
+// the capture before it begins, with the reason. PyTorch calls it before cudaStreamBeginCapture.
+void begin_allocate_to_pool(int /*device*/,
+                            std::pair<unsigned long long, unsigned long long> /*pool*/,
+                            std::function<bool(CUstream_st*)> /*filter*/) {
+  throw std::runtime_error(kCaptureRefused);
+}
+
 }  // namespace
 
 extern "C" {
@@ -117,8 +402,8 @@ __attribute__((visibility("default"))) int stalloc_configure(const char* conf, c
   Process& p = process();
   std::lock_guard<std::mutex> lock(p.mutex);
   try {
-    for (const auto& r : p.runtimes) {
-      if (r) throw stalloc::UsageError("stalloc is already serving allocations: configure it first");
+    if (serving_locked(p)) {
+      throw stalloc::UsageError("stalloc is already serving allocations: configure it first");
     }
     p.config = stalloc::parse_runtime_config(conf == nullptr ? "" : conf);
     p.configured = true;
@@ -129,28 +414,67 @@ __attribute__((visibility("default"))) int stalloc_configure(const char* conf, c
   }
 }
 
-__attribute__((visibility("default"))) void* stalloc_malloc(std::size_t size, int device, void* stream) {
-  stalloc::Runtime* r = runtime_for(device);
-  void* p = r == nullptr ? nullptr : r->malloc(size, device, stream_handle(stream));
-  if (p == nullptr && size > 0) {
-    throw std::runtime_error(
-        "stalloc: cannot allocate " + std::to_string(size) + " bytes on device " +
-        std::to_string(device) + ": " +
-        (r == nullptr ? std::string("the allocator did not start (the reason was printed above)")
-                      : "out of memory: " + r->stats().last_oom.reason));
+// The host backend's lagging events (vmm/host_driver.h, HostLag): each recorded event completes
+// only after `queries` queries (each draws from [0, queries] when seed is not 0). For tests of
+// the paths where GPU work is still pending; the CUDA backend ignores it. Before the first
+// allocation only.
+__attribute__((visibility("default"))) int stalloc_set_host_lag(unsigned queries,
+                                                                unsigned long long seed,
+                                                                char* error,
+                                                                std::size_t error_size) {
+  Process& p = process();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (serving_locked(p)) {
+    write_error(error, error_size, "stalloc is already serving allocations: set the lag first");
+    return 1;
   }
+  p.host_lag.queries = queries;
+  p.host_lag.seed = seed;
+  return 0;
+}
+
+__attribute__((visibility("default"))) void* stalloc_malloc(std::size_t size, int device, void* stream) {
+  // As PyTorch's own allocator: an empty tensor gets no memory and a null pointer (PyTorch never
+  // frees or dereferences it). Nothing is recorded, so empty tensors do not enter the plans.
+  if (size == 0) return nullptr;
+  stalloc::Runtime* r = runtime_for(device);
+  if (r == nullptr) {
+    throw std::runtime_error("stalloc: cannot allocate " + std::to_string(size) +
+                             " bytes on device " + std::to_string(device) +
+                             ": the allocator did not start (the reason was printed above)");
+  }
+  void* p = r->malloc(size, device, stream_handle(stream));
+  if (p == nullptr) {
+    RetryReport retry;
+    p = retry_after_pending_frees(*r, size, device, stream, &retry);
+    {
+      DeviceState& s = process().devices[static_cast<std::size_t>(device)];
+      std::lock_guard<std::mutex> lock(s.mutex);
+      if (retry.retries > 0) ++s.stats.retries;
+      if (p == nullptr) ++s.stats.ooms;
+    }
+    if (p == nullptr) raise_oom(oom_message(*r, size, device, retry));
+  }
+  register_owner(p, device);
+  count_allocation(device, size);
   return p;
 }
 
 __attribute__((visibility("default"))) void stalloc_free(void* ptr, std::size_t size, int device,
                                                          void* stream) {
   if (ptr == nullptr) return;
-  stalloc::Runtime* r = runtime_for(device);
-  if (r != nullptr) r->free(ptr, size, device, stream_handle(stream));
+  stalloc::Runtime* r = existing_runtime(device);
+  if (r == nullptr) return;
+  forget_owner(ptr);
+  count_free(device, size);
+  r->free(ptr, size, device, stream_handle(stream));
 }
 
+// Only the runtime that served the pointer sees the stream: another device's runtime would take
+// it for one of its own streams.
 __attribute__((visibility("default"))) void stalloc_record_stream(void* ptr, void* stream) {
-  for_each_runtime([&](stalloc::Runtime& r) { r.record_stream(ptr, stream_handle(stream)); });
+  if (ptr == nullptr) return;  // an empty tensor
+  if (stalloc::Runtime* r = owner_of(ptr)) r->record_stream(ptr, stream_handle(stream));
 }
 
 __attribute__((visibility("default"))) void stalloc_reset() {
@@ -174,11 +498,57 @@ __attribute__((visibility("default"))) void stalloc_step() {
   for_each_runtime([](stalloc::Runtime& r) { r.step(); });
 }
 
-// Writes the statistics of every device as JSON {"devices": {"0": {...}}} into buffer when it is
-// large enough; returns the length the JSON needs (without the terminating zero).
+// torch.cuda.reset_peak_memory_stats: peaks restart from the current values (device < 0: all).
+__attribute__((visibility("default"))) void stalloc_reset_peak_stats(int device) {
+  Process& p = process();
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (device >= 0 && d != device) continue;
+    if (stalloc::Runtime* r = existing_runtime(d)) r->reset_peak_stats();
+    DeviceState& s = p.devices[static_cast<std::size_t>(d)];
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto* stats : {&s.stats.count, &s.stats.bytes}) {
+      for (Stat& stat : *stats) stat.peak = stat.current;
+    }
+  }
+}
+
+// torch.cuda.reset_accumulated_memory_stats: what was allocated and freed in all, the retries and
+// the out-of-memory errors start again from 0 (device < 0: all).
+__attribute__((visibility("default"))) void stalloc_reset_accumulated_stats(int device) {
+  Process& p = process();
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (device >= 0 && d != device) continue;
+    DeviceState& s = p.devices[static_cast<std::size_t>(d)];
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto* stats : {&s.stats.count, &s.stats.bytes}) {
+      for (Stat& stat : *stats) stat.allocated = stat.freed = 0;
+    }
+    s.stats.ooms = 0;
+    s.stats.retries = 0;
+  }
+}
+
+// A function that throws PyTorch's out-of-memory error (c10::OutOfMemoryError, which Python sees
+// as torch.cuda.OutOfMemoryError) with the message; libstalloc_torch_oom.so has one. Without it
+// an allocation that fails raises std::runtime_error (Python: RuntimeError) with the same message.
+__attribute__((visibility("default"))) void stalloc_set_oom_thrower(OomThrower thrower) {
+  process().oom_thrower.store(thrower, std::memory_order_release);
+}
+
+// How long a failed allocation waits for pending frees, in seconds, before it raises (0: one
+// retry at once after emptying the cache).
+__attribute__((visibility("default"))) void stalloc_set_oom_wait(double seconds) {
+  process().oom_wait_seconds.store(seconds > 0 ? seconds : 0.0, std::memory_order_relaxed);
+}
+
+// Writes the statistics of every device as JSON into buffer when it is large enough; returns the
+// length the JSON needs (without the terminating zero):
+//   {"devices": {"0": {runtime statistics}}, "pytorch": {"0": {PyTorch's request counters}}}
 __attribute__((visibility("default"))) std::size_t stalloc_stats_json(char* buffer, std::size_t size) {
   std::ostringstream out;
   out << "{\"devices\":{";
+  std::array<stalloc::vmm::DriverCounters, kMaxDevices> drivers{};
+  std::array<bool, kMaxDevices> present{};
   {
     Process& p = process();
     std::lock_guard<std::mutex> lock(p.mutex);
@@ -187,15 +557,31 @@ __attribute__((visibility("default"))) std::size_t stalloc_stats_json(char* buff
       if (!p.runtimes[d]) continue;
       out << (first ? "" : ",") << '"' << d << "\":";
       first = false;
-      stalloc::write_stats_json(p.runtimes[d]->stats(), out);
+      const stalloc::RuntimeStats stats = p.runtimes[d]->stats();
+      stalloc::write_stats_json(stats, out);
+      drivers[d] = stats.driver;
+      present[d] = true;
     }
+  }
+  out << "},\"pytorch\":{";
+  bool first = true;
+  for (std::size_t d = 0; d < present.size(); ++d) {
+    if (!present[d]) continue;
+    RequestStats copy;
+    {
+      DeviceState& s = process().devices[d];
+      std::lock_guard<std::mutex> lock(s.mutex);
+      copy = s.stats;
+    }
+    out << (first ? "" : ",") << '"' << d << "\":";
+    first = false;
+    write_request_stats(out, copy, drivers[d]);
   }
   out << "}}";
   std::string json = out.str();
   if (buffer != nullptr && size > json.size()) std::memcpy(buffer, json.c_str(), json.size() + 1);
   return json.size();
 }
-
 
 __attribute__((visibility("default"))) int stalloc_dump_snapshot(const char* path, char* error,
                                                                  std::size_t error_size) {
@@ -209,4 +595,18 @@ __attribute__((visibility("default"))) int stalloc_save_trace(const char* path, 
                           [](stalloc::Runtime& r, const std::string& t) { r.save_trace(t); });
 }
 
+// PyTorch 2.0-2.2's hook at the start of a CUDA graph capture (set_begin_allocate_stream_to_pool):
+// refuses the capture before it begins, with the reason.
+__attribute__((visibility("default"))) void stalloc_begin_allocate_stream_to_pool(
+    int /*device*/, CUstream_st* /*stream*/, std::pair<unsigned long long, unsigned long long> /*pool*/) {
+  throw std::runtime_error(kCaptureRefused);
+}
+
 }  // extern "C"
+
+// PyTorch 2.3+'s hook (set_begin_allocate_to_pool) has a C++ type,
+// void(int, MempoolId_t, std::function<bool(cudaStream_t)>): the Python package asks for its
+// address.
+extern "C" __attribute__((visibility("default"))) void* stalloc_begin_allocate_to_pool_address() {
+  return reinterpret_cast<void*>(&begin_allocate_to_pool);
+}

@@ -1,10 +1,11 @@
-"""The user-facing functions: enable, step, stats, dump_snapshot, save_trace."""
+"""The user-facing functions: enable, step, stats, dump_snapshot, save_trace, set_oom_wait."""
 
 import ctypes
 import json
 import os
 
-from ._library import StallocError, check, library_path, load_library
+from ._library import StallocError, check, library_path, load_library, oom_library_path
+from ._memory import patch_torch
 
 _ERROR_BYTES = 1024
 
@@ -26,6 +27,13 @@ def enable(conf=""):
     conf uses the STALLOC_CONF syntax ("key:value,key:value"); it is applied on top of the
     STALLOC_CONF environment variable. Raises StallocError for a bad configuration, or when
     PyTorch's allocator is already in use.
+
+    Besides the allocator and its hooks (record_stream, empty_cache, memory fraction), it
+    installs: a hook that refuses CUDA graph capture with the reason (PyTorch 2.3+; 2.0-2.2 by
+    their older hook), PyTorch's out-of-memory error when libstalloc_torch_oom.so was built
+    (else a failed allocation is a RuntimeError with the same message), and stalloc's versions
+    of torch.cuda.memory_stats and friends (stalloc/_memory.py). What it did is in
+    stalloc.integration().
     """
     import torch  # imported here so that stats() and friends work without torch installed
 
@@ -46,6 +54,7 @@ def enable(conf=""):
         str(library_path()), "stalloc_malloc", "stalloc_free"
     )
     native = allocator.allocator()
+    hooks = []
     for setter, symbol in (
         ("set_record_stream_fn", "stalloc_record_stream"),
         ("set_reset_fn", "stalloc_reset"),
@@ -53,6 +62,17 @@ def enable(conf=""):
     ):
         if hasattr(native, setter):
             getattr(native, setter)(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value)
+            hooks.append(setter)
+    # CUDA graph capture: PyTorch tells the allocator before the capture begins; stalloc refuses
+    # it there with the reason, rather than let a graph keep addresses it will reuse.
+    if hasattr(native, "set_begin_allocate_to_pool"):  # PyTorch 2.3+
+        native.set_begin_allocate_to_pool(lib.stalloc_begin_allocate_to_pool_address())
+        hooks.append("set_begin_allocate_to_pool")
+    elif hasattr(native, "set_begin_allocate_stream_to_pool"):  # PyTorch 2.0-2.2
+        native.set_begin_allocate_stream_to_pool(
+            ctypes.cast(lib.stalloc_begin_allocate_stream_to_pool, ctypes.c_void_p).value
+        )
+        hooks.append("set_begin_allocate_stream_to_pool")
     try:
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as exc:
@@ -61,7 +81,43 @@ def enable(conf=""):
             "memory in this process. Call stalloc.enable() before creating any CUDA tensor "
             f"(PyTorch said: {exc})"
         ) from exc
+    _INTEGRATION["hooks"] = hooks
+    _INTEGRATION["out_of_memory_error"] = _install_oom_error(lib)
+    _INTEGRATION["patched"] = patch_torch(torch)
     return allocator
+
+
+_INTEGRATION = {"hooks": [], "out_of_memory_error": None, "patched": []}
+_OOM_LIBRARY = None  # kept loaded: libstalloc_torch.so calls into it
+
+
+def _install_oom_error(lib):
+    """Registers libstalloc_torch_oom.so's thrower of c10::OutOfMemoryError when it was built;
+    returns the Python class a failed allocation raises."""
+    global _OOM_LIBRARY
+    path = oom_library_path()
+    if path is None:
+        return "RuntimeError"
+    try:
+        _OOM_LIBRARY = ctypes.CDLL(str(path))
+        thrower = ctypes.cast(_OOM_LIBRARY.stalloc_throw_torch_oom, ctypes.c_void_p).value
+    except (OSError, AttributeError) as exc:
+        raise StallocError(f"cannot load {path} (built against another PyTorch?): {exc}") from exc
+    lib.stalloc_set_oom_thrower(thrower)
+    return "torch.cuda.OutOfMemoryError"
+
+
+def integration():
+    """What enable() installed: PyTorch hooks set, the out-of-memory error a failed allocation
+    raises ("torch.cuda.OutOfMemoryError", or "RuntimeError" without libstalloc_torch_oom.so),
+    and the torch.cuda functions replaced by stalloc's."""
+    return {key: (list(value) if isinstance(value, list) else value) for key, value in _INTEGRATION.items()}
+
+
+def set_oom_wait(seconds):
+    """How long a failed allocation waits for pending frees before raising (default 1.2 s:
+    retries after emptying the cache at once and after 1, 10, 100 and 1000 ms)."""
+    load_library().stalloc_set_oom_wait(float(seconds))
 
 
 def step():
@@ -99,4 +155,13 @@ def save_trace(path):
     return _write(load_library().stalloc_save_trace, path)
 
 
-__all__ = ["StallocError", "dump_snapshot", "enable", "save_trace", "stats", "step"]
+__all__ = [
+    "StallocError",
+    "dump_snapshot",
+    "enable",
+    "integration",
+    "save_trace",
+    "set_oom_wait",
+    "stats",
+    "step",
+]

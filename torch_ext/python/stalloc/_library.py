@@ -53,7 +53,29 @@ def _declare(lib):
     lib.stalloc_dump_snapshot.restype = c.c_int
     lib.stalloc_save_trace.argtypes = [c.c_char_p, c.c_char_p, c.c_size_t]
     lib.stalloc_save_trace.restype = c.c_int
+    lib.stalloc_set_host_lag.argtypes = [c.c_uint, c.c_ulonglong, c.c_char_p, c.c_size_t]
+    lib.stalloc_set_host_lag.restype = c.c_int
+    lib.stalloc_reset_peak_stats.argtypes = [c.c_int]
+    lib.stalloc_reset_peak_stats.restype = None
+    lib.stalloc_reset_accumulated_stats.argtypes = [c.c_int]
+    lib.stalloc_reset_accumulated_stats.restype = None
+    lib.stalloc_set_oom_thrower.argtypes = [c.c_void_p]
+    lib.stalloc_set_oom_thrower.restype = None
+    lib.stalloc_set_oom_wait.argtypes = [c.c_double]
+    lib.stalloc_set_oom_wait.restype = None
+    lib.stalloc_begin_allocate_to_pool_address.argtypes = []
+    lib.stalloc_begin_allocate_to_pool_address.restype = c.c_void_p
     return lib
+
+
+def oom_library_path():
+    """libstalloc_torch_oom.so (raises torch.cuda.OutOfMemoryError): $STALLOC_OOM_LIBRARY, else
+    next to libstalloc_torch.so; None when it was not built (no PyTorch headers at build time)."""
+    env = os.environ.get("STALLOC_OOM_LIBRARY")
+    if env:
+        return Path(env)
+    candidate = library_path().with_name("libstalloc_torch_oom.so")
+    return candidate if candidate.exists() else None
 
 
 def load_library():
