@@ -239,7 +239,10 @@ void print_json(const std::vector<SimResult>& results, const std::vector<SweepRe
         .field("est_allocator_seconds_steady", t.allocator_seconds_steady)
         .field("est_overhead_first", t.overhead_first)
         .field("est_overhead_steady", t.overhead_steady)
-        .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()))
+        .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()));
+    j.key("est_allocator_seconds_per_iteration").begin_array();
+    for (double seconds : t.allocator_seconds) j.value(seconds);
+    j.end_array()
         .field("milliseconds", r.milliseconds)
         .end_object();
   }
