@@ -498,9 +498,11 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
           for (const auto& other : packed_) {
             if (other && other.get() != asking && other->give_idle_chunk()) return true;
           }
-          // No idle page anywhere: a cached dedicated range goes instead, so that the chunk the
-          // arena now creates does not add to what the runtime holds.
-          dedicated_.release_for(granularity_);
+          // No idle page anywhere: above the most ever held, a cached dedicated range goes
+          // instead, so that the chunk the arena now creates does not raise the peak.
+          if (memory_.reserved_bytes() + granularity_ > memory_.high_water_bytes()) {
+            dedicated_.release_for(granularity_);
+          }
           return false;
         });
   }

@@ -70,8 +70,16 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
     live_.emplace(address, std::move(r));
     return address;
   }
-  if (const std::uint64_t released = release_for(bytes); released < bytes && reclaim_) {
-    reclaim_(bytes - released);
+  // Below the most ever held, a new chunk costs no memory that counts: cached ranges stay for
+  // their next tensor (releasing one and making another is two calls that may be undone at the
+  // next request). Above it, what is cached or idle elsewhere goes first.
+  const std::uint64_t room = memory_.high_water_bytes() - std::min(memory_.high_water_bytes(),
+                                                                   memory_.reserved_bytes());
+  if (bytes > room) {
+    const std::uint64_t over = bytes - room;
+    if (const std::uint64_t released = release_for(over); released < over && reclaim_) {
+      reclaim_(over - released);
+    }
   }
   Range r;
   r.bytes = bytes;

@@ -10,10 +10,12 @@
 //
 // A freed range stays mapped in a cache, and a request of the same rounded size takes it back
 // with no call: training makes the same tensors every iteration. A request the cache cannot
-// serve first releases cached ranges (the oldest first, those whose GPU work is done) until as
-// many bytes are released as it needs, and only then creates a chunk: the cache never makes the
-// runtime hold more than it would without it, so reserved memory follows the live tensors as
-// closely as the arenas' pages do.
+// serve creates a chunk; only where that would take the runtime above the most it ever held
+// does it first release cached ranges (the oldest first, those whose GPU work is done) and ask
+// for the arenas' idle pages, as many bytes as it would go over. So the cache never raises the
+// peak, and below it keeps its ranges for their next tensor: releasing one range to make another
+// of a different size, request after request, cost llama7b-tp2pp2-r's profiled iteration 12 k
+// creates and 12 k releases (est. 7.3 s against 2.5 s).
 //
 // Streams: a range remembers the streams that used it; reused on another stream, that stream
 // waits on events recorded then (never the host), as the arenas do. Events recorded when a range

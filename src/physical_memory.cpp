@@ -33,6 +33,7 @@ std::optional<Chunk> PhysicalMemory::acquire() {
   }
   ++held_;
   if (held_ > peak_held_) peak_held_ = held_;
+  if (held_ > high_water_) high_water_ = held_;
   return c;
 }
 
@@ -57,6 +58,7 @@ std::optional<Chunk> PhysicalMemory::acquire_dedicated(std::uint64_t granules) {
   }
   held_ += granules;
   if (held_ > peak_held_) peak_held_ = held_;
+  if (held_ > high_water_) high_water_ = held_;
   return c;
 }
 

@@ -51,6 +51,8 @@ class PhysicalMemory {
   std::uint64_t capacity() const { return capacity_; }
   void set_capacity(std::uint64_t capacity) { capacity_ = capacity; }
   void reset_peak() { peak_held_ = held_; }
+  // The most ever held, never reset: what holding more than now costs nothing below.
+  std::uint64_t high_water_bytes() const { return high_water_ * granularity_; }
   const std::string& last_failure() const { return last_failure_; }
 
  private:
@@ -59,6 +61,7 @@ class PhysicalMemory {
   std::uint64_t capacity_;
   std::uint64_t held_ = 0;  // granules created and not released, cached chunks included
   std::uint64_t peak_held_ = 0;
+  std::uint64_t high_water_ = 0;
   std::vector<Chunk> cache_;
   std::string last_failure_;
 };

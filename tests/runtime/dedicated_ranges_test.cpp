@@ -67,6 +67,30 @@ TEST(DedicatedRanges, TheSameSizeAgainTakesTheCachedRangeWithNoCall) {
   EXPECT_EQ(f.ranges.cached_ranges(), 0u);
 }
 
+TEST(DedicatedRanges, BelowTheMostEverHeldAMissKeepsTheCache) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(10 * kG, 0, &why);
+  vmm::DevicePtr b = f.ranges.allocate(6 * kG, 0, &why);
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  ASSERT_TRUE(f.ranges.free(b, StreamSync::bit(0)));
+  vmm::DevicePtr c = f.ranges.allocate(12 * kG, 0, &why);  // 16 + 12 > 16: 12 over
+  ASSERT_NE(c, 0u) << why;
+  ASSERT_TRUE(f.ranges.free(c, StreamSync::bit(0)));
+  EXPECT_EQ(f.memory.reserved_bytes(), 12 * kG);
+  EXPECT_EQ(f.memory.high_water_bytes(), 16 * kG);
+  // 12 cached, 4 of room below the high-water mark: a 3-granule tensor is created beside the
+  // cached range, which stays for its next tensor.
+  const auto releases = f.driver.counters().releases;
+  vmm::DevicePtr d = f.ranges.allocate(3 * kG, 0, &why);
+  ASSERT_NE(d, 0u) << why;
+  EXPECT_EQ(f.driver.counters().releases, releases);
+  EXPECT_EQ(f.ranges.cached_ranges(), 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 15 * kG);
+  EXPECT_EQ(f.ranges.allocate(12 * kG, 0, &why), c);  // the cached one, no call
+  EXPECT_EQ(f.memory.peak_reserved_bytes(), 16 * kG);
+}
+
 TEST(DedicatedRanges, AnotherSizeReleasesCachedRangesBeforeCreating) {
   RangesFixture f;
   std::string why;
