@@ -50,17 +50,45 @@ bool StreamSync::order_after(StreamMask users, std::uint32_t to) {
   // The shared bit stands for several streams, `to` among them perhaps: never skip it.
   if (to < kSharedBit) users &= ~bit(to);
   if (users == 0) return true;
-  vmm::EventHandle event = take_event();
-  if (event == 0) return false;
+  vmm::EventHandle fresh = 0;  // recorded now on streams with no free mark
   bool ok = for_each_stream(users, [&](std::uint32_t from) {
     if (from == to) return true;
-    if (driver_.event_record(event, handles_[from]) != vmm::Status::Success) return false;
-    if (driver_.stream_wait_event(handles_[to], event) != vmm::Status::Success) return false;
+    const vmm::EventHandle mark = from < free_marks_.size() ? free_marks_[from] : 0;
+    if (mark != 0) {
+      if (driver_.stream_wait_event(handles_[to], mark) != vmm::Status::Success) return false;
+      ++waits_;
+      ++mark_waits_;
+      return true;
+    }
+    if (fresh == 0 && (fresh = take_event()) == 0) return false;
+    if (driver_.event_record(fresh, handles_[from]) != vmm::Status::Success) return false;
+    if (driver_.stream_wait_event(handles_[to], fresh) != vmm::Status::Success) return false;
     ++waits_;
     return true;
   });
   // cuStreamWaitEvent captured the event's state: it may be recorded again at once.
-  free_events_.push_back(event);
+  if (fresh != 0) free_events_.push_back(fresh);
+  return ok;
+}
+
+bool StreamSync::note_free(StreamMask users) {
+  if (handles_.size() < 2 || users == 0) return true;
+  if (free_marks_.size() < handles_.size()) free_marks_.resize(handles_.size(), 0);
+  bool ok = true;
+  for_each_stream(users, [&](std::uint32_t stream) {
+    vmm::EventHandle& mark = free_marks_[stream];
+    if (mark == 0 && (mark = take_event()) == 0) {
+      ok = false;
+      return true;
+    }
+    if (driver_.event_record(mark, handles_[stream]) != vmm::Status::Success) {
+      // The event may still hold an older record: no mark rather than a stale one.
+      free_events_.push_back(mark);
+      mark = 0;
+      ok = false;
+    }
+    return true;
+  });
   return ok;
 }
 
