@@ -60,6 +60,23 @@ PY
 "$bin" replay "$tmp/tiny.trace" --backend host --conf granularity:2MiB > "$tmp/out.txt"
 grep -Eq "^vmm ops/iter +0.0 mean, 0.0 median" "$tmp/out.txt" || fail "text: $(cat "$tmp/out.txt")"
 
+# GPU lag on the host backend: events complete after 3 queries; everything still verifies.
+"$bin" replay "$tmp/tiny.trace" --backend host --verify --json --gpu-lag 3 --gpu-lag-seed 5 > "$tmp/lag.json"
+python3 - "$tmp/lag.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["gpu_lag"] == 3 and d["gpu_lag_seed"] == 5, d
+assert d["verify_errors"] == 0 and d["failed_allocations"] == 0 and d["plan_installs"] >= 1, d
+PY
+if "$bin" replay "$tmp/tiny.trace" --gpu-lag-seed 5 > /dev/null 2> "$tmp/err.txt"; then fail "a seed without a lag accepted"; fi
+grep -q -- "--gpu-lag-seed needs --gpu-lag" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+if "$bin" replay "$tmp/tiny.trace" --gpu-lag x > /dev/null 2> "$tmp/err.txt"; then fail "--gpu-lag x accepted"; fi
+grep -q -- "--gpu-lag: expected" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+if "$bin" replay "$tmp/tiny.trace" --backend cuda --gpu-lag 3 > /dev/null 2> "$tmp/err.txt"; then
+  fail "--gpu-lag accepted on the cuda backend"
+fi
+grep -q -- "--gpu-lag emulates GPU lag on the host backend" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+
 if "$bin" replay "$tmp/missing.trace" > /dev/null 2> "$tmp/err.txt"; then fail "missing trace accepted"; fi
 grep -q "missing.trace" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
 if "$bin" replay "$tmp/tiny.trace" --conf no_such_key:1 > /dev/null 2> "$tmp/err.txt"; then

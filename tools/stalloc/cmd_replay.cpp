@@ -1,9 +1,11 @@
 // `stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify] [--conf CONF]
-// [--json]`: runs the real runtime allocator (src/allocator.h) through a trace's requests and
-// reports what it reserved against the trace's lower bound.
+// [--gpu-lag N [--gpu-lag-seed S]] [--json]`: runs the real runtime allocator (src/allocator.h)
+// through a trace's requests and reports what it reserved against the trace's lower bound.
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,8 @@
 #include "src/allocator.h"
 #include "src/trace_replayer.h"
 #include "tools/stalloc/command.h"
+#include "vmm/driver_factory.h"
+#include "vmm/host_driver.h"
 
 namespace stalloc::cli {
 
@@ -23,7 +27,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify]\n"
     "                      [--conf STALLOC_CONF] [--json] [--snapshot OUT.pickle]\n"
-    "                      [--save-trace OUT]\n\n"
+    "                      [--save-trace OUT] [--gpu-lag N [--gpu-lag-seed S]]\n\n"
     "Runs the runtime allocator through the trace: a step() at each iteration boundary,\n"
     "backward requests (thread 1) from a second thread in the trace's order. Background\n"
     "planning is waited for at each boundary, so results are deterministic.\n"
@@ -35,7 +39,11 @@ constexpr const char* kUsage =
     "  --conf CONF     STALLOC_CONF settings (docs/runtime.md)\n"
     "  --json          machine-readable output\n"
     "  --snapshot OUT  write a PyTorch memory snapshot (pytorch.org/memory_viz) at the end\n"
-    "  --save-trace OUT  write the trace the runtime recorded (profiled iterations)";
+    "  --save-trace OUT  write the trace the runtime recorded (profiled iterations)\n"
+    "  --gpu-lag N     host backend: recorded events complete only after N queries, as\n"
+    "                  GPU work still running (vmm/host_driver.h, HostLag); 0: none\n"
+    "  --gpu-lag-seed S  each event draws its lag from [0, N] with this seed (default 0:\n"
+    "                  every event takes N)";
 
 struct Summary {
   std::uint64_t lower_bound = 0;
@@ -52,6 +60,7 @@ struct Summary {
   // Over the steady iterations: the profiling ones map a chunk per new page and dominate the
   // median of a short replay.
   double ns_per_malloc_median_steady = 0;
+  vmm::HostLag lag;  // --gpu-lag
 };
 
 double median_of(std::vector<std::uint64_t> ns) {
@@ -115,6 +124,8 @@ void print_json(const Summary& s) {
   w.field("last_plan_error", s.stats.last_plan_error);
   w.field("ns_per_malloc_median", s.ns_per_malloc_median);
   w.field("ns_per_malloc_median_steady", s.ns_per_malloc_median_steady);
+  w.field("gpu_lag", static_cast<std::uint64_t>(s.lag.queries));
+  w.field("gpu_lag_seed", s.lag.seed);
   w.key("per_iteration").begin_array();
   for (const IterationReport& it : s.result.iterations) {
     w.begin_object()
@@ -175,6 +186,20 @@ int run_replay(const std::vector<std::string>& raw) {
   std::string snapshot_path, saved_trace_path;
   const bool snapshot = args.option("--snapshot", &snapshot_path);
   const bool save = args.option("--save-trace", &saved_trace_path);
+  vmm::HostLag lag;
+  std::string text;
+  const bool have_lag = args.option("--gpu-lag", &text);
+  if (have_lag) {
+    const auto n = parse_u64(text);
+    if (!n || *n > UINT32_MAX) throw UsageError("--gpu-lag: expected a number of queries, got '" + text + "'");
+    lag.queries = static_cast<std::uint32_t>(*n);
+  }
+  if (args.option("--gpu-lag-seed", &text)) {
+    const auto seed = parse_u64(text);
+    if (!seed) throw UsageError("--gpu-lag-seed: expected a non-negative integer, got '" + text + "'");
+    if (!have_lag) throw UsageError("--gpu-lag-seed needs --gpu-lag");
+    lag.seed = *seed;
+  }
   const std::vector<std::string> pos = args.positionals();
   if (pos.size() != 1) throw UsageError("expected one TRACE\n" + std::string(kUsage));
 
@@ -188,8 +213,26 @@ int run_replay(const std::vector<std::string>& raw) {
   if (std::string problem = validate_trace(trace); !problem.empty()) {
     throw UsageError(pos[0] + ": malformed trace: " + problem);
   }
-  Runtime runtime(config);
-  // A trace names streams by index; only index 0 (the default stream) is a stream on a GPU.
+  // The runtime's own driver, unless events must lag: then a host driver made here with the lag
+  // (RuntimeConfig has no key for it), as Runtime(config, device) would make it otherwise.
+  std::unique_ptr<vmm::Driver> lagging;
+  if (have_lag) {
+    if (config.backend != "host") {
+      throw UsageError("--gpu-lag emulates GPU lag on the host backend: use --backend host (not " +
+                       config.backend + ")");
+    }
+    vmm::HostDriverOptions host;
+    if (config.granularity != 0) host.granularity = config.granularity;
+    host.lag = lag;
+    lagging = vmm::make_driver("host", host);
+  }
+  std::unique_ptr<Runtime> owned =
+      lagging ? std::make_unique<Runtime>(config, *lagging) : std::make_unique<Runtime>(config);
+  Runtime& runtime = *owned;
+  // A trace names streams by index; only index 0 (the default stream, CUstream 0) is a stream
+  // on a GPU: 1 and 2 would be CUDA's legacy and per-thread default streams, 3 and up garbage.
+  // Real streams per index need a stream_create in the Driver interface (docs/runtime.md,
+  // "Under PyTorch").
   if (runtime.driver().name() != "host") {
     std::uint32_t last = 0;
     for (const Event& e : trace.events) last = std::max(last, e.stream);
@@ -197,7 +240,8 @@ int run_replay(const std::vector<std::string>& raw) {
       throw UsageError(pos[0] + ": a trace of " + std::to_string(last + 1) +
                        " streams replays on the host backend only (the " +
                        std::string(runtime.driver().name()) +
-                       " backend would take stream indices for stream handles)");
+                       " backend would take stream indices for stream handles, and the Driver "
+                       "interface cannot create streams)");
     }
   }
   if (have_plan) {
@@ -209,6 +253,7 @@ int run_replay(const std::vector<std::string>& raw) {
   options.verify = verify;
   options.time_mallocs = true;
   Summary s;
+  s.lag = lag;
   s.result = replay_trace(runtime, trace, options);
   s.stats = runtime.stats();
   if (snapshot) runtime.save_snapshot(snapshot_path);
