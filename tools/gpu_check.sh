@@ -10,7 +10,8 @@
 #   bench_vmm.txt                    cost per chunk of each VMM call on the cuda backend
 #   replay_cuda.json                 a generator preset replayed through the runtime on the GPU
 #   torch.jsonl                      one line per allocator (stalloc, default, expandable,
-#                                    stalloc_auto): peaks, utilization, iteration time, losses
+#                                    stalloc_auto): peaks, utilization, iteration time, losses,
+#                                    plan installs/failures/matches, the user-facing checks
 # Exit status: the number of failed sections (0: all passed).
 #
 # Sections are independent: one that fails is recorded and the next runs. Later checks add a
@@ -128,6 +129,29 @@ if [[ -f $build/lib/libstalloc_torch.so ]] && python3 -c "import torch; assert t
       python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["run"] = sys.argv[2]; print(json.dumps(r))' \
         "/tmp/torch_$name.json" "$name" >>"$out/torch.jsonl"
       pass "torch training under $name"
+      # Equal losses alone pass a run that never planned: stalloc must have installed a plan,
+      # had none fail, and served requests from it; and every allocator must pass the checks a
+      # user's program leans on (an empty tensor, torch.cuda.memory_stats(), a caught
+      # out-of-memory error, and under stalloc a refused graph capture).
+      if python3 - "/tmp/torch_$name.json" "$allocator" >>"$summary" 2>&1 <<'PY'; then
+import json, sys
+r, allocator = json.load(open(sys.argv[1])), sys.argv[2]
+problems = [f"check {k} failed: {r['check_notes'][k]}" for k, ok in r["checks"].items() if not ok]
+if allocator == "stalloc":
+    if r["plan_installs"] <= 0: problems.append("no plan installed")
+    if r["plan_failures"] != 0: problems.append(f"{r['plan_failures']} plan failures: {r['last_plan_error']}")
+    if r["matches"] <= 0: problems.append("no request matched a plan")
+    print(f"plan_installs {r['plan_installs']}, plan_failures {r['plan_failures']}, matches {r['matches']}, "
+          f"misses {r['misses']}, out-of-memory error {r['integration']['out_of_memory_error']}")
+for name, note in r["check_notes"].items():
+    print(f"  {name}: {'ok' if r['checks'][name] else 'FAILED'}: {note}")
+print("\n".join(problems))
+sys.exit(1 if problems else 0)
+PY
+        pass "plans and checks under $name"
+      else
+        fail "plans or checks under $name (see summary.log)"
+      fi
     else
       fail "torch training under $name"
     fi

@@ -10,6 +10,13 @@ every iteration. The model has random weights and random tokens (nothing is down
 sequence lengths vary per iteration and the blocks use activation checkpointing, the two things
 that make PyTorch's caching allocator fragment. The batch comes from a side stream, so that
 stalloc's record_stream and its ordering of memory between streams run on the GPU too.
+
+After training, under every allocator, the checks a user's program leans on (JSON "checks",
+each true or false, "check_notes" with what was seen): an empty tensor, torch.cuda.memory_stats()
+and memory_allocated() (stalloc answers them once enabled), a caught out-of-memory error
+(torch.cuda.OutOfMemoryError; under stalloc without libstalloc_torch_oom.so a RuntimeError that
+starts the same way) after which training goes on, and, under stalloc, a CUDA graph capture
+refused with the reason.
 """
 
 import argparse
@@ -34,6 +41,69 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="write the figures to this file")
     return p.parse_args()
+
+
+def run_checks(torch, model, args, stalloc):
+    """What user code does beside training; returns ({name: passed}, {name: what was seen})."""
+    checks, notes = {}, {}
+
+    def check(name, fn):
+        try:
+            ok, note = fn()
+        except Exception as exc:  # a check that raises fails, with the reason
+            ok, note = False, f"{type(exc).__name__}: {exc}"[:400]
+        checks[name], notes[name] = bool(ok), note
+
+    def empty_tensor():
+        empty = torch.empty(0, device="cuda")
+        nothing = torch.ones(100, device="cuda").nonzero()[:0]
+        total = (empty.sum() + nothing.sum()).item()
+        return total == 0 and empty.numel() == 0, f"data_ptr {empty.data_ptr()}"
+
+    def memory_stats():
+        stats = torch.cuda.memory_stats()
+        allocated = torch.cuda.memory_allocated()
+        x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        grown = torch.cuda.memory_allocated() - allocated
+        del x
+        torch.cuda.reset_peak_memory_stats()
+        ok = (stats.get("allocated_bytes.all.current", -1) >= 0 and grown == 64 << 20
+              and torch.cuda.max_memory_reserved() >= torch.cuda.memory_reserved() > 0)
+        if stalloc is not None:
+            ok = ok and stats["reserved_bytes.all.current"] > 0 and "torch.cuda.memory_stats" in stalloc.integration()["patched"]
+        return ok, f"{len(stats)} keys, allocated {allocated}, reserved {torch.cuda.memory_reserved()}"
+
+    def out_of_memory():
+        total = torch.cuda.get_device_properties(0).total_memory
+        expected = torch.cuda.OutOfMemoryError
+        if stalloc is not None and stalloc.integration()["out_of_memory_error"] != "torch.cuda.OutOfMemoryError":
+            expected = RuntimeError  # no libstalloc_torch_oom.so: checked by the message only
+        try:
+            torch.empty(2 * total, dtype=torch.uint8, device="cuda")
+        except expected as exc:
+            message = str(exc)
+            # Training goes on after the error.
+            y = model(torch.randint(0, args.vocab, (1, 16), device="cuda")).float().sum().item()
+            ok = message.startswith("CUDA out of memory. Tried to allocate") and y == y
+            return ok, f"{type(exc).__name__}: {message[:300]}"
+        return False, "no error for twice the device's memory"
+
+    def graph_capture_refused():
+        if stalloc is None:
+            return True, "not stalloc"
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                torch.ones(16, device="cuda").mul_(2)
+        except RuntimeError as exc:
+            return "CUDA graph capture is not supported" in str(exc), str(exc)[:300]
+        return False, "the capture was let through"
+
+    check("empty_tensor", empty_tensor)
+    check("memory_stats", memory_stats)
+    check("out_of_memory", out_of_memory)
+    check("graph_capture_refused", graph_capture_refused)  # last: leaves a half-begun graph
+    return checks, notes
 
 
 def main():
@@ -113,12 +183,16 @@ def main():
     if args.allocator == "stalloc":
         s = stalloc.stats()["devices"]["0"]
         peak_reserved, peak_allocated = s["peak_reserved_bytes"], s["peak_allocated_bytes"]
-        extra = {k: s[k] for k in ("matches", "misses", "conflicts", "plan_installs", "vmm_calls", "live_mappings")}
+        extra = {k: s[k] for k in ("matches", "misses", "conflicts", "plan_installs", "plan_failures",
+                                   "vmm_calls", "live_mappings", "last_plan_error")}
         extra["stalloc_conf"] = args.stalloc_conf
+        extra["integration"] = stalloc.integration()
     else:
         peak_reserved = torch.cuda.max_memory_reserved()
         peak_allocated = torch.cuda.max_memory_allocated()
         extra = {}
+    # After the figures: the checks make requests of their own (misses for stalloc's plan).
+    extra["checks"], extra["check_notes"] = run_checks(torch, model, args, stalloc if args.allocator == "stalloc" else None)
     steady = times[len(times) // 3:]
     result = {
         "allocator": args.allocator,
