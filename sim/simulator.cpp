@@ -142,6 +142,11 @@ SweepResult sweep_largest(const GeneratorConfig& base, SweepParameter parameter,
     if (mbs) {
       cfg.micro_batch = steps;
       cfg.global_batch = microbatches * steps * cfg.dp;
+    } else if (base.seq_max > 0 && base.seq_list.empty()) {
+      // A drawn range keeps its shape: the longest sequence is swept and the shortest scales
+      // with it, so the iterations still come in random order of lengths.
+      cfg.seq_max = steps * unit;
+      cfg.seq_min = std::max(unit, cfg.seq_max * base.seq_min / base.seq_max / unit * unit);
     } else {
       cfg.seq_len = steps * unit;
       cfg.seq_min = cfg.seq_max = 0;

@@ -41,6 +41,12 @@ struct GeneratorConfig {
   std::vector<std::uint64_t> seq_list;
   std::uint64_t micro_batch = 1;
   std::uint64_t global_batch = 8;  // micro-batches per iteration = global / (micro * dp)
+  // Packed documents (FlashAttention's variable-length layout, Transformer Engine's thd format):
+  // doc_max > 0 fills each micro-batch's s tokens with documents whose lengths are drawn in
+  // [doc_min, doc_max] per (iteration, micro-batch); the total stays s, only the number of
+  // documents (the cu_seqlens tensors, dynamic) varies. 0: one unpacked sequence per sample.
+  std::uint64_t doc_min = 0;
+  std::uint64_t doc_max = 0;
 
   // Parallelism.
   std::uint64_t dp = 1;
@@ -51,6 +57,11 @@ struct GeneratorConfig {
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;  // Interleaved needs vpp > 1
   std::uint64_t ep = 1;             // expert parallel: experts are split over ep data-parallel ranks
   bool sequence_parallel = false;
+  // Context parallelism (Megatron-core --context-parallel-size with Transformer Engine's ring
+  // attention, cp_comm_type p2p): the sequence is cut into 2*cp chunks and this rank keeps chunks
+  // 0 and 2*cp-1 (CP rank 0), s/cp tokens; attention exchanges K and V around the ring. The
+  // distributed optimizer shards over dp*cp ranks. docs/workloads.md "Long context".
+  std::uint64_t cp = 1;
   bool distributed_optimizer = false;
   bool comm_stream = false;  // pipeline receive buffers on stream 1 instead of the default stream
   // Adam's exp_avg and exp_avg_sq made at the first optimizer step, as Apex's, Transformer
@@ -114,6 +125,10 @@ std::string describe_config(const GeneratorConfig& cfg);
 
 // Micro-batches each iteration runs on this rank: global_batch / (micro_batch * dp).
 std::uint64_t microbatches_per_iteration(const GeneratorConfig& cfg);
+
+// What every sequence length must be a multiple of: tp under sequence parallelism (else 1);
+// with context parallelism 2*cp times that (two chunks per CP rank, each split over tp).
+std::uint64_t sequence_granule(const GeneratorConfig& cfg);
 
 // Model FLOPs of one training iteration at sequence length `seq` on the traced rank (its pipeline
 // stage, its tensor-parallel share): forward, backward and, with full recomputation, the forward

@@ -14,6 +14,10 @@ struct Field {
   const char* name;  // command-line spelling
   std::function<void(GeneratorConfig&, std::string_view)> set;
   std::function<std::string(const GeneratorConfig&)> get;
+  // Left out of describe_config while it has its default value: fields added after traces were
+  // published (context parallelism, packed documents), so that every earlier configuration
+  // still describes itself, and generates, byte for byte as before.
+  bool omit_default = false;
 };
 
 std::uint64_t to_u64(std::string_view key, std::string_view v) {
@@ -110,6 +114,10 @@ const std::vector<Field>& fields() {
             }},
       STALLOC_U64_FIELD("micro-batch", micro_batch),
       STALLOC_U64_FIELD("global-batch", global_batch),
+      Field{"doc-min", [](GeneratorConfig& c, std::string_view v) { c.doc_min = to_u64("doc-min", v); },
+            [](const GeneratorConfig& c) { return std::to_string(c.doc_min); }, true},
+      Field{"doc-max", [](GeneratorConfig& c, std::string_view v) { c.doc_max = to_u64("doc-max", v); },
+            [](const GeneratorConfig& c) { return std::to_string(c.doc_max); }, true},
       STALLOC_U64_FIELD("dp", dp),
       STALLOC_U64_FIELD("tp", tp),
       STALLOC_U64_FIELD("pp", pp),
@@ -126,6 +134,8 @@ const std::vector<Field>& fields() {
             }},
       STALLOC_U64_FIELD("ep", ep),
       STALLOC_BOOL_FIELD("sequence-parallel", sequence_parallel),
+      Field{"cp", [](GeneratorConfig& c, std::string_view v) { c.cp = to_u64("cp", v); },
+            [](const GeneratorConfig& c) { return std::to_string(c.cp); }, true},
       STALLOC_BOOL_FIELD("distributed-optimizer", distributed_optimizer),
       STALLOC_BOOL_FIELD("comm-stream", comm_stream),
       STALLOC_BOOL_FIELD("lazy-adam-state", lazy_adam_state),
@@ -198,8 +208,10 @@ std::vector<std::string> config_field_names() {
 }
 
 std::string describe_config(const GeneratorConfig& cfg) {
+  static const GeneratorConfig defaults;
   std::string out = "name=" + cfg.name;
   for (const Field& f : fields()) {
+    if (f.omit_default && f.get(cfg) == f.get(defaults)) continue;
     out += ' ';
     out += f.name;
     out += '=';
@@ -213,14 +225,26 @@ std::uint64_t microbatches_per_iteration(const GeneratorConfig& cfg) {
   return cfg.global_batch / (cfg.micro_batch * cfg.dp);
 }
 
+std::uint64_t sequence_granule(const GeneratorConfig& cfg) {
+  const std::uint64_t split = cfg.sequence_parallel ? cfg.tp : 1;
+  return cfg.cp > 1 ? 2 * cfg.cp * split : split;
+}
+
 void validate_config(const GeneratorConfig& cfg) {
   require(cfg.hidden > 0 && cfg.heads > 0 && cfg.layers > 0 && cfg.vocab > 0,
           "hidden, heads, layers and vocab must be positive");
   require(cfg.hidden % cfg.heads == 0, "hidden " + n(cfg.hidden) + " is not divisible by heads " + n(cfg.heads));
   require(cfg.kv_heads > 0 && cfg.heads % cfg.kv_heads == 0,
           "heads " + n(cfg.heads) + " is not a multiple of kv-heads " + n(cfg.kv_heads));
-  require(cfg.dp > 0 && cfg.tp > 0 && cfg.pp > 0 && cfg.vpp > 0 && cfg.ep > 0,
-          "dp, tp, pp, vpp and ep must be positive");
+  require(cfg.dp > 0 && cfg.tp > 0 && cfg.pp > 0 && cfg.vpp > 0 && cfg.ep > 0 && cfg.cp > 0,
+          "dp, tp, pp, vpp, ep and cp must be positive");
+  if (cfg.cp > 1) {
+    require(cfg.flash_attention, "context parallelism (cp " + n(cfg.cp) + ") needs flash attention");
+    require(cfg.experts == 0, "context parallelism is modelled for dense models only");
+  }
+  require((cfg.doc_min == 0 && cfg.doc_max == 0) || (cfg.doc_min > 0 && cfg.doc_min <= cfg.doc_max),
+          "doc-min " + n(cfg.doc_min) + " must be in 1..doc-max " + n(cfg.doc_max) + " (or both 0)");
+  require(cfg.doc_max == 0 || cfg.flash_attention, "packed documents (doc-max) need flash attention");
   require(cfg.heads % cfg.tp == 0 && cfg.kv_heads % cfg.tp == 0,
           "heads " + n(cfg.heads) + " and kv-heads " + n(cfg.kv_heads) + " must be divisible by tp " + n(cfg.tp));
   require(cfg.vocab % cfg.tp == 0, "vocab " + n(cfg.vocab) + " is not divisible by tp " + n(cfg.tp));
@@ -238,8 +262,12 @@ void validate_config(const GeneratorConfig& cfg) {
     require(m % cfg.pp == 0, "the interleaved schedule needs micro-batches per iteration (" + n(m) +
                                  ") to be a multiple of pp " + n(cfg.pp));
   }
-  auto seq_ok = [&](std::uint64_t s) { return s > 0 && (!cfg.sequence_parallel || s % cfg.tp == 0); };
-  const std::string seq_rule = cfg.sequence_parallel ? " (positive, divisible by tp under sequence parallelism)" : " (positive)";
+  const std::uint64_t granule = sequence_granule(cfg);
+  auto seq_ok = [&](std::uint64_t s) { return s > 0 && s % granule == 0; };
+  const std::string seq_rule =
+      cfg.cp > 1 ? " (positive, divisible by 2*cp" + std::string(cfg.sequence_parallel ? "*tp" : "") + " = " + n(granule) + ")"
+      : cfg.sequence_parallel ? " (positive, divisible by tp under sequence parallelism)"
+                              : " (positive)";
   if (!cfg.seq_list.empty()) {
     for (auto s : cfg.seq_list) require(seq_ok(s), "seq-list entry " + n(s) + seq_rule);
   } else if (cfg.seq_max > 0) {

@@ -29,7 +29,10 @@ double flops_per_iteration(const GeneratorConfig& cfg, std::uint64_t seq) {
   if (cfg.pipeline_rank + 1 == cfg.pp) per_token += 2.0 * h * static_cast<double>(cfg.vocab);
   // Backward is twice the forward; full recomputation runs the forward again.
   const double passes = cfg.recompute == RecomputeKind::Full ? 4.0 : 3.0;
-  const double tokens = static_cast<double>(microbatches_per_iteration(cfg) * cfg.micro_batch) * s;
+  // Context parallelism: the rank runs s/cp of the tokens, each still attending over the
+  // sequence (the 4 s h term keeps the whole s).
+  const double tokens = static_cast<double>(microbatches_per_iteration(cfg) * cfg.micro_batch) * s /
+                        static_cast<double>(cfg.cp);
   return passes * tokens * per_token / static_cast<double>(cfg.tp);
 }
 

@@ -17,7 +17,9 @@ constexpr std::uint64_t kFp32 = 4;
 
 Dims::Dims(const GeneratorConfig& cfg, std::uint64_t seq) {
   sp = cfg.sequence_parallel && cfg.tp > 1;
-  s = seq;
+  cp = cfg.cp;
+  s_full = seq;
+  s = seq / cp;
   b = cfg.micro_batch;
   h = cfg.hidden;
   t = cfg.tp;
@@ -106,7 +108,8 @@ void ModelEmitter::cublas_workspace() {
 }
 
 Tensor ModelEmitter::rotary_frequencies() {
-  const std::uint64_t s = d_.s, half = d_.head_dim / 2;
+  // With context parallelism the frequencies are computed for the whole sequence (s_full).
+  const std::uint64_t s = d_.s_full, half = d_.head_dim / 2;
   Tensor positions = b_.alloc(s * kFp32);  // arange(s)
   Tensor shifted = b_.alloc(s * kFp32);    // + offset
   b_.free(positions);
@@ -114,6 +117,14 @@ Tensor ModelEmitter::rotary_frequencies() {
   Tensor emb = b_.alloc(s * 2 * half * kFp32);  // cat((freqs, freqs), -1)
   b_.free(shifted);
   b_.free(freqs);
+  if (d_.cp > 1 && cfg_.doc_max == 0) {
+    // get_pos_emb_on_this_cp_rank: the rank's two chunks, picked with a 2-element index tensor.
+    Tensor index = b_.alloc(2 * 8);
+    Tensor local = b_.alloc(d_.s * 2 * half * kFp32);
+    b_.free(index);
+    b_.free(emb);
+    return local;
+  }
   return emb;
 }
 
@@ -177,7 +188,12 @@ Tensor ModelEmitter::column_parallel_backward(std::uint64_t weight, std::uint64_
   return scattered;
 }
 
+bool ModelEmitter::checkpoints_core_attention() const {
+  return cfg_.recompute == RecomputeKind::Selective && (!cfg_.flash_attention || cfg_.cp > 1);
+}
+
 AttentionCore ModelEmitter::attention_forward(bool grad) {
+  if (d_.cp > 1) return cp_attention_forward(grad);
   AttentionCore c;
   auto done = [&](Tensor& x) {
     if (!grad) b_.free(x);
@@ -218,7 +234,10 @@ AttentionCore ModelEmitter::attention_forward(bool grad) {
 
 Tensor ModelEmitter::attention_backward(AttentionCore& c, LayerSaved& L, Tensor& d_out, bool free_out) {
   Tensor dq = 0, dk = 0, dv = 0;
-  if (cfg_.flash_attention) {
+  if (d_.cp > 1) {
+    // dK and dV are views of one ring buffer: it dies with the last of them, after the cat.
+    cp_core_backward(c, d_out, free_out, &dq, &dv);
+  } else if (cfg_.flash_attention) {
     // The context gradient reaches flash_attn as a permuted view: it makes it contiguous.
     Tensor d_flash_out = b_.alloc(d_.q);
     b_.free(d_out);
@@ -300,14 +319,15 @@ LayerSaved ModelEmitter::layer_forward(Tensor x, bool owns_input, std::int32_t l
     L.k_rot = b_.alloc(d_.kv);
   }
 
-  // Megatron checkpoints only the non-flash core attention under selective recompute.
-  const bool selective = cfg_.recompute == RecomputeKind::Selective && !cfg_.flash_attention;
+  // The legacy model checkpoints only the non-flash core attention under selective recompute;
+  // Megatron-core (context parallelism) any core attention, whose checkpoint saves Q, K, V.
+  const bool selective = checkpoints_core_attention();
   L.core = attention_forward(grad && !selective);
   Tensor proj = row_parallel_output();
   // Attention.forward returns: without autograd its locals (Q, K, V, the context) die here;
   // with flash attention nothing saved the [s, b] Q, K, V (flash keeps its own copies).
   done(L.core.out);
-  if (cfg_.flash_attention) {
+  if (cfg_.flash_attention && !selective) {
     b_.free(L.q_rot);
     b_.free(L.k_rot);
     b_.free(L.qkv);
@@ -430,7 +450,7 @@ Tensor ModelEmitter::layer_backward(LayerSaved& L, Tensor dy, bool owns_dy) {
   else if (owns_d_proj) b_.free(d_proj);
 
   Tensor d_qkv = 0;
-  if (cfg_.recompute == RecomputeKind::Selective && !cfg_.flash_attention) {
+  if (checkpoints_core_attention()) {
     // The checkpointed attention core runs again with autograd on, then its backward.
     b_.free(L.core.out);
     AttentionCore again = attention_forward(true);

@@ -18,7 +18,8 @@ struct Dims {
   Dims(const GeneratorConfig& cfg, std::uint64_t seq);
 
   bool sp = false;  // sequence parallelism in effect (tp > 1)
-  std::uint64_t s = 0, b = 0, h = 0, t = 1;
+  // s is this context-parallel rank's share of the sequence, s_full / cp (s_full with cp 1).
+  std::uint64_t s = 0, b = 0, h = 0, t = 1, cp = 1, s_full = 0;
   std::uint64_t tokens = 0;        // s*b
   std::uint64_t tokens_local = 0;  // s*b/t under sequence parallelism, else s*b
   std::uint64_t heads_local = 0, kv_local = 0, head_dim = 0, vocab_local = 0;
@@ -62,6 +63,10 @@ struct AttentionCore {
   // Flash attention: Q, K, V copied to [b, s, heads, d] and the kernel's output in that layout.
   Tensor q = 0, k = 0, v = 0, flash_out = 0;
   Tensor out = 0;  // the context [s, b, a/t, d]: input of the output projection
+  // Context parallelism: the last ring buffer (K and V as they came around), saved for the
+  // backward; small saved tensors (the flash kernels' RNG states, packed: per-step cu_seqlens).
+  Tensor kv = 0;
+  std::vector<Tensor> small;
 };
 
 struct ExpertSaved {
@@ -115,6 +120,10 @@ struct StageState {
   Tensor output = 0;  // last layer's output, or the loss on the last stage
   Tensor reported_loss = 0;  // the loss kept for logging until the iteration ends
   Tensor rotary = 0;  // the step's rotary frequencies, saved by every layer's checkpoint or RoPE
+  // Packed documents: how many fill the micro-batch, and the batch's cu_seqlens (and, with
+  // context parallelism, cu_seqlens_padded), kept by every layer's attention until the backward.
+  std::uint64_t docs = 1;
+  Tensor cu_seqlens = 0, cu_seqlens_padded = 0;
 };
 
 class ModelEmitter {
@@ -151,6 +160,16 @@ class ModelEmitter {
   Tensor layer_backward(LayerSaved& L, Tensor dy, bool owns_dy);
 
   AttentionCore attention_forward(bool grad);
+  // Transformer Engine's ring attention (AttnFuncWithCPAndKVP2P, flash-attn backend) on CP rank 0:
+  // forward, and the core's backward, which leaves dQ in *dq and the dK/dV buffer in *dkv.
+  AttentionCore cp_attention_forward(bool grad);
+  void cp_core_backward(AttentionCore& c, Tensor& d_out, bool free_out, Tensor* dq, Tensor* dkv);
+  // Megatron checkpoints the core attention under selective recompute: the legacy model only
+  // without flash attention, Megatron-core (the context-parallel path) with any backend.
+  bool checkpoints_core_attention() const;
+  // get_batch with context parallelism or packed documents: the full-length batch tensors, then
+  // get_batch_on_this_cp_rank keeps this rank's chunks (index_select into new tensors).
+  void load_batch_cp(StageState& st, bool first, bool last, Tensor* labels, Tensor* position_ids);
   // Frees the layer's Q, K, V (and their rotated copies) once the core's backward has run.
   Tensor attention_backward(AttentionCore& c, LayerSaved& L, Tensor& d_out, bool free_out);
 
@@ -198,6 +217,7 @@ class ModelEmitter {
   Tensor gather_buffer_ = 0;
   std::vector<std::uint16_t> cublas_threads_;  // threads whose workspace exists
   std::uint64_t gather_capacity_ = 0;
+  std::uint64_t docs_ = 1;  // packed documents in the micro-batch being run
 };
 
 }  // namespace stalloc::gen

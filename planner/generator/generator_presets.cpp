@@ -30,6 +30,62 @@ GeneratorConfig llama7b() {
   return c;
 }
 
+// Llama-3-8B (Meta's config.json: hidden 4096, ffn 14336, 32 heads, 8 KV heads, 32 layers,
+// vocabulary 128256, RoPE, RMSNorm, SwiGLU, no biases, no dropout) as NeMo 2.0's long-context
+// recipes train it with Megatron-core and Transformer Engine: flash attention, distributed
+// optimizer, --overlap-grad-reduce (buckets of max(40M, 1M * dp) elements) and no data-loader
+// attention mask (a [b, 1, s, s] bool mask is 16 GiB at 128k). The vocabulary is padded to a
+// multiple of 128 * tp (--make-vocab-size-divisible-by 128).
+GeneratorConfig llama3_8b(std::uint64_t tp) {
+  GeneratorConfig c;
+  c.hidden = 4096;
+  c.ffn = 14336;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.layers = 32;
+  const std::uint64_t pad = 128 * tp;
+  c.vocab = (128256 + pad - 1) / pad * pad;
+  c.swiglu = true;
+  c.rope = true;
+  c.norm = NormKind::RmsNorm;
+  c.bias = false;
+  c.dropout = false;
+  c.flash_attention = true;
+  c.distributed_optimizer = true;
+  c.grad_bucket_elems = 40000000;
+  c.attention_mask_in_dataloader = false;
+  c.micro_batch = 1;
+  c.dp = 1;
+  c.tp = tp;
+  c.sequence_parallel = true;
+  return c;
+}
+
+// NeMo's llama3_8b_64k: TP2+SP, PP4, CP4 on 32 GPUs (DP1), MBS 1. The recipe's VPP5 does not
+// divide 32 layers over 4 stages (Megatron needs layers % (pp * vpp) == 0), so 1F1B; GBS 512 is
+// cut to 8 micro-batches: rank 0 holds pp = 4 of them in flight either way.
+GeneratorConfig llama3_8b_64k() {
+  GeneratorConfig c = llama3_8b(2);
+  c.seq_len = 65536;
+  c.pp = 4;
+  c.cp = 4;
+  c.global_batch = 8;
+  c.iterations = 3;
+  return c;
+}
+
+// NeMo's llama3_8b_128k: TP4+SP, PP2, CP8 on 64 GPUs (DP1), MBS 1; GBS 512 cut to 4
+// micro-batches (rank 0 holds pp = 2 in flight either way).
+GeneratorConfig llama3_8b_128k() {
+  GeneratorConfig c = llama3_8b(4);
+  c.seq_len = 131072;
+  c.pp = 2;
+  c.cp = 8;
+  c.global_batch = 4;
+  c.iterations = 3;
+  return c;
+}
+
 const std::vector<Preset>& table() {
   static const std::vector<Preset> presets = {
       {{"tiny", "2 layers, hidden 256, TP2+SP, PP2, 4 micro-batches, 3 iterations (for tests)"},
@@ -151,6 +207,43 @@ const std::vector<Preset>& table() {
          c.tp = 2;
          c.pp = 2;
          c.sequence_parallel = true;
+       }},
+      // Long context (docs/workloads.md "Long context"): NeMo 2.0's Llama-3-8B recipes
+      // (nemo/collections/llm/recipes/llama3_8b_64k.py, llama3_8b_128k.py) with context
+      // parallelism through Transformer Engine's ring attention.
+      {{"llama3-8b-64k-cp4",
+        "Llama-3-8B, seq 65536, CP4 ring attention, TP2+SP PP4, MBS 1, 8 micro-batches, no recompute (NeMo llama3_8b_64k)"},
+       [](GeneratorConfig& c) { c = llama3_8b_64k(); }},
+      {{"llama3-8b-64k-cp4-sel",
+        "llama3-8b-64k-cp4 with selective recompute (Megatron-core checkpoints the core attention)"},
+       [](GeneratorConfig& c) {
+         c = llama3_8b_64k();
+         c.recompute = RecomputeKind::Selective;
+       }},
+      {{"llama3-8b-64k-packed",
+        "llama3-8b-64k-cp4 on packed documents of 512..32768 tokens (thd, cu_seqlens): 65536 tokens per micro-batch"},
+       [](GeneratorConfig& c) {
+         c = llama3_8b_64k();
+         c.doc_min = 512;
+         c.doc_max = 32768;
+         c.iterations = 4;
+       }},
+      {{"llama3-8b-128k-cp8",
+        "Llama-3-8B, seq 131072, CP8 ring attention, TP4+SP PP2, MBS 1, 4 micro-batches, no recompute (NeMo llama3_8b_128k)"},
+       [](GeneratorConfig& c) { c = llama3_8b_128k(); }},
+      {{"llama3-8b-128k-cp8-r",
+        "llama3-8b-128k-cp8 with full recompute (uniform, one layer per checkpoint)"},
+       [](GeneratorConfig& c) {
+         c = llama3_8b_128k();
+         c.recompute = RecomputeKind::Full;
+       }},
+      {{"llama3-8b-varlen-128k",
+        "llama3-8b-128k-cp8 with one unpacked sequence per iteration, drawn in 8192..131072 (random order), 8 iterations"},
+       [](GeneratorConfig& c) {
+         c = llama3_8b_128k();
+         c.seq_min = 8192;
+         c.seq_max = 131072;
+         c.iterations = 8;
        }},
   };
   return presets;

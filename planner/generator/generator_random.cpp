@@ -38,7 +38,7 @@ std::vector<std::uint64_t> iteration_sequence_lengths(const GeneratorConfig& cfg
   if (!cfg.seq_list.empty()) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = cfg.seq_list[i % cfg.seq_list.size()];
   } else if (cfg.seq_max > 0) {
-    const std::uint64_t granule = cfg.sequence_parallel ? cfg.tp : 1;
+    const std::uint64_t granule = sequence_granule(cfg);
     for (std::size_t i = 0; i < out.size(); ++i) {
       Rng r = Rng::keyed(cfg.seed, 0x5e9, i);
       const std::uint64_t s = r.between(cfg.seq_min, cfg.seq_max);
@@ -46,6 +46,18 @@ std::vector<std::uint64_t> iteration_sequence_lengths(const GeneratorConfig& cfg
     }
   }
   return out;
+}
+
+std::uint64_t document_count(const GeneratorConfig& cfg, std::uint64_t seq, std::uint64_t iteration,
+                             std::uint64_t microbatch) {
+  if (cfg.doc_max == 0) return 1;
+  Rng r = Rng::keyed(cfg.seed, 0xd0c, iteration, microbatch);
+  std::uint64_t left = seq, docs = 0;
+  while (left > 0) {
+    left -= std::min(left, r.between(cfg.doc_min, cfg.doc_max));
+    ++docs;
+  }
+  return docs;
 }
 
 std::vector<std::uint64_t> expert_token_counts(const GeneratorConfig& cfg, std::uint64_t assignments,

@@ -29,6 +29,12 @@ class Rng {
 // (rounded down to a multiple of tp under sequence parallelism), or seq_len throughout.
 std::vector<std::uint64_t> iteration_sequence_lengths(const GeneratorConfig& cfg);
 
+// Packed documents (cfg.doc_max > 0): how many documents fill one micro-batch's `seq` tokens,
+// lengths drawn uniformly in [doc_min, doc_max] from a generator keyed by (seed, iteration,
+// micro-batch), the last one cut to what is left. 1 when documents are not packed.
+std::uint64_t document_count(const GeneratorConfig& cfg, std::uint64_t seq, std::uint64_t iteration,
+                             std::uint64_t microbatch);
+
 // Token-to-expert assignments of all `experts` for one (iteration, micro-batch, layer):
 // `assignments` (tokens * top_k over the expert-parallel group) split by a skewed popularity
 // (Zipf with exponent routing_skew over a per-layer permutation of the experts, perturbed per

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "planner/generator/generator_random.h"
+
 namespace stalloc::gen {
 
 namespace {
@@ -95,7 +97,10 @@ std::vector<ParamTensor> ModelEmitter::ddp_buffers(std::vector<Tensor>& weights,
   // bucket ends padded to lcm(dp, 128) elements, so that every rank owns 1/dp of it.
   const bool sharded = cfg_.distributed_optimizer;
   auto round_up = [](std::uint64_t n, std::uint64_t m) { return (n + m - 1) / m * m; };
-  const std::uint64_t bucket_pad = sharded ? std::lcm(cfg_.dp, std::uint64_t{128}) : 1;
+  // Megatron-core shards over the data-parallel group with context parallelism (dp * cp ranks
+  // hold the same parameters).
+  const std::uint64_t shard_ranks = cfg_.dp * cfg_.cp;
+  const std::uint64_t bucket_pad = sharded ? std::lcm(shard_ranks, std::uint64_t{128}) : 1;
   std::vector<std::uint64_t> start(params.size(), 0);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> buckets;  // [begin, end) in elements
   std::uint64_t end = 0, bucket_begin = 0;
@@ -125,7 +130,7 @@ std::vector<ParamTensor> ModelEmitter::ddp_buffers(std::vector<Tensor>& weights,
   std::vector<ParamTensor> shards;
   for (std::size_t i = params.size(); i-- > 0;) {
     for (const auto& [begin, bucket_end] : buckets) {
-      const std::uint64_t owned_end = begin + (bucket_end - begin) / cfg_.dp;
+      const std::uint64_t owned_end = begin + (bucket_end - begin) / shard_ranks;
       const std::uint64_t lo = std::max(begin, start[i]);
       const std::uint64_t hi = std::min(owned_end, start[i] + params[i].numel);
       if (hi > lo) shards.push_back({hi - lo, params[i].decay});
@@ -269,15 +274,21 @@ StageState ModelEmitter::forward_step(std::uint64_t chunk, std::uint64_t microba
   const bool first = first_stage(chunk), last = last_stage(chunk);
   // get_batch: what this stage needs of tokens, labels, loss_mask, attention_mask, position_ids.
   Tensor labels = 0, position_ids = 0;
-  if (first) st.tokens = b_.alloc(d_.tokens * kInt64);
-  if (last) {
-    labels = b_.alloc(d_.tokens * kInt64);
-    st.loss_mask = b_.alloc(d_.tokens * kFp32);
+  docs_ = gen::document_count(cfg_, d_.s_full, iteration_, microbatch);
+  st.docs = docs_;
+  if (d_.cp > 1 || cfg_.doc_max > 0) {
+    load_batch_cp(st, first, last, &labels, &position_ids);
+  } else {
+    if (first) st.tokens = b_.alloc(d_.tokens * kInt64);
+    if (last) {
+      labels = b_.alloc(d_.tokens * kInt64);
+      st.loss_mask = b_.alloc(d_.tokens * kFp32);
+    }
+    if ((first || last) && (cfg_.attention_mask_in_dataloader || !cfg_.flash_attention)) {
+      st.attention_mask = b_.alloc(d_.b * d_.s * d_.s);
+    }
+    if (first) position_ids = b_.alloc(d_.tokens * kInt64);
   }
-  if ((first || last) && (cfg_.attention_mask_in_dataloader || !cfg_.flash_attention)) {
-    st.attention_mask = b_.alloc(d_.b * d_.s * d_.s);
-  }
-  if (first) position_ids = b_.alloc(d_.tokens * kInt64);
 
   Tensor x = input;
   bool owned = false;
@@ -309,6 +320,7 @@ StageState ModelEmitter::forward_step(std::uint64_t chunk, std::uint64_t microba
 
 Tensor ModelEmitter::backward_step(StageState& st, Tensor grad_output) {
   ScopeGuard guard(b_, Scope{Phase::Backward, static_cast<std::int32_t>(st.microbatch), -1, 1});
+  docs_ = st.docs;  // a recomputed layer's attention sees its micro-batch's documents
   Tensor dy = grad_output;
   bool owns_dy = false;
   Tensor seed_grad = 0;
@@ -339,6 +351,8 @@ Tensor ModelEmitter::backward_step(StageState& st, Tensor grad_output) {
   }
   b_.free(st.rotary);
   b_.free(st.attention_mask);
+  b_.free(st.cu_seqlens);  // the step's graph, which every layer's attention saved them in, is gone
+  b_.free(st.cu_seqlens_padded);
   b_.scope().thread = 0;
   b_.free(seed_grad);
   return dy;

@@ -494,6 +494,9 @@ TEST(GeneratorVarlen, ExplicitSequenceList) {
 TEST(GeneratorConfigFields, EveryFieldRoundTripsThroughItsFlag) {
   GeneratorConfig c = preset("qwen-moe");
   c.seq_list = {256, 512};
+  c.cp = 2;  // fields left out at their defaults are described once set
+  c.doc_min = 128;
+  c.doc_max = 512;
   GeneratorConfig parsed;
   parsed.name = c.name;
   const std::string described = describe_config(c);
@@ -508,6 +511,17 @@ TEST(GeneratorConfigFields, EveryFieldRoundTripsThroughItsFlag) {
   }
   EXPECT_EQ(describe_config(parsed), described);
   EXPECT_EQ(config_field_names().size(), static_cast<std::size_t>(std::count(described.begin(), described.end(), ' ')));
+}
+
+TEST(GeneratorConfigFields, LongContextFieldsAreLeftOutAtTheirDefaults) {
+  // Traces generated before context parallelism and packed documents describe themselves as
+  // before: the new fields appear only when set.
+  const std::string described = describe_config(preset("llama7b-tp2pp2-r"));
+  EXPECT_EQ(described.find(" cp="), std::string::npos);
+  EXPECT_EQ(described.find(" doc-min="), std::string::npos);
+  const std::string long_context = describe_config(preset("llama3-8b-64k-packed"));
+  EXPECT_NE(long_context.find(" cp=4"), std::string::npos);
+  EXPECT_NE(long_context.find(" doc-min=512 doc-max=32768"), std::string::npos);
 }
 
 TEST(GeneratorConfigFields, BadFlagsAndInconsistentConfigsAreUsageErrors) {
@@ -530,6 +544,17 @@ TEST(GeneratorConfigFields, BadFlagsAndInconsistentConfigsAreUsageErrors) {
   EXPECT_THROW(validate_config(bad), UsageError);
   bad = preset("qwen-moe");
   bad.top_k = 61;
+  EXPECT_THROW(validate_config(bad), UsageError);
+  // Context parallelism: two chunks per CP rank, each split over tp under SP; flash attention.
+  bad = preset("llama3-8b-128k-cp8");
+  bad.seq_len = 131072 + 32;  // a multiple of tp * cp, not of 2 * cp * tp = 64
+  EXPECT_THROW(validate_config(bad), UsageError);
+  bad.seq_len = 131072 + 64;
+  EXPECT_NO_THROW(validate_config(bad));
+  bad.flash_attention = false;
+  EXPECT_THROW(validate_config(bad), UsageError);
+  bad = preset("llama3-8b-64k-packed");
+  bad.doc_min = bad.doc_max + 1;
   EXPECT_THROW(validate_config(bad), UsageError);
 }
 
@@ -556,12 +581,161 @@ TEST(GeneratorFlops, MatchesTheHandComputedFormula) {
   EXPECT_DOUBLE_EQ(flops_per_iteration(c, 128), 4.0 * 256 * (2.0 * (8912896 + 16777216)) / 2);
 }
 
+TEST(GeneratorFlops, ContextParallelRanksShareTheTokens) {
+  // Each CP rank runs s/cp tokens, each attending over the whole sequence: 1/cp of the FLOPs.
+  GeneratorConfig c = preset("llama3-8b-128k-cp8");
+  const double per_rank = flops_per_iteration(c, 131072);
+  c.cp = 1;
+  EXPECT_DOUBLE_EQ(per_rank * 8, flops_per_iteration(c, 131072));
+}
+
 TEST(GeneratorFlops, TheTraceCarriesTheMeanOverIterations) {
   GeneratorConfig c = gpt_layer_config();
   c.iterations = 3;
   set_config_field(c, "seq-list", "64,128");
   const double mean = (2 * flops_per_iteration(c, 64) + flops_per_iteration(c, 128)) / 3;
   EXPECT_NEAR(std::stod(generate_trace(c).meta.at("flops_per_iteration")), mean, mean * 1e-5);
+}
+
+// A small context-parallel model: h 256, 4 heads, 2 KV heads (grouped), SwiGLU ffn 512, RoPE,
+// RMSNorm, s 1024 over cp 4 (256 tokens per rank), b 2, no tensor parallelism.
+GeneratorConfig cp_layer_config() {
+  GeneratorConfig c;
+  c.hidden = 256;
+  c.ffn = 512;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 4;
+  c.vocab = 512;
+  c.seq_len = 1024;
+  c.micro_batch = 2;
+  c.global_batch = 2;
+  c.cp = 4;
+  c.attention_mask_in_dataloader = false;
+  c.iterations = 1;
+  return c;
+}
+
+TEST(GeneratorContextParallel, LayerSavesTheLastRingBlockAndItsStatistics) {
+  const GeneratorConfig c = cp_layer_config();
+  const std::uint64_t tokens = 1024 / 4 * 2;            // s/cp * b
+  const std::uint64_t act = tokens * 256 * 2;           // [s/cp, b, h] bf16
+  const std::uint64_t q = act, kv = tokens * 2 * 64 * 2;  // 2 KV heads of 64
+  const std::uint64_t lse = 2 * 4 * 256 * 4;            // [b, heads, s/cp] fp32
+  const std::uint64_t rstd = tokens * 4;
+  // Input, norm outputs and statistics, residual; TE's saved Q copy, the last K/V block (one
+  // of the cp ring buffers), the merged output and log-sum-exp, 4 RNG states; the context;
+  // SwiGLU's fc1 output, silu and product.
+  const std::uint64_t expected = act * 4 + rstd * 2 + q + 2 * kv + q + lse + 4 * 16 + q +
+                                 tokens * 1024 * 2 + tokens * 512 * 2 * 2;
+  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 1), expected);
+}
+
+TEST(GeneratorContextParallel, RingBuffersInTheForwardDoubleBuffersInTheBackward) {
+  // Sizes chosen so that no other tensor of the layer has the ring's: h 384, 6 heads of 64,
+  // 2 KV heads, ffn 640.
+  GeneratorConfig c = cp_layer_config();
+  c.hidden = 384;
+  c.heads = 6;
+  c.ffn = 640;
+  const std::uint64_t kv = 1024 / 4 * 2 * 2 * 64 * 2;
+  const Trace t = generate_trace(c);
+  std::size_t forward_blocks = 0, backward_buffers = 0;
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::Alloc || e.layer != 1) continue;
+    if (e.phase == Phase::Forward && e.size == 2 * kv) ++forward_blocks;
+    if (e.phase == Phase::Backward && e.size == 4 * kv) ++backward_buffers;
+  }
+  EXPECT_EQ(forward_blocks, 4u);    // its own K, V and cp - 1 received blocks
+  EXPECT_EQ(backward_buffers, 2u);  // [K V, dK dV] twice
+  EXPECT_EQ(validate_trace(t), "");
+}
+
+TEST(GeneratorContextParallel, FullRecomputeKeepsOnlyTheCheckpoint) {
+  GeneratorConfig c = cp_layer_config();
+  c.recompute = RecomputeKind::Full;
+  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 1), 1024u / 4 * 2 * 256 * 2);
+}
+
+TEST(GeneratorContextParallel, SelectiveRecomputeSavesTheCheckpointedQKV) {
+  // Megatron-core's checkpoint of the core attention keeps its inputs (the rotated Q, K and the
+  // QKV output V is a view of) instead of TE's Q copy, K/V block, output, statistics and RNG.
+  GeneratorConfig c = cp_layer_config();
+  const std::uint64_t none = saved_bytes_of_layer(generate_trace(c), 1);
+  c.recompute = RecomputeKind::Selective;
+  const std::uint64_t tokens = 1024 / 4 * 2, q = tokens * 256 * 2, kv = tokens * 128 * 2;
+  const std::uint64_t lse = 2 * 4 * 256 * 4;
+  EXPECT_EQ(saved_bytes_of_layer(generate_trace(c), 1), none - (q + 2 * kv + q + lse + 4 * 16) + (q + kv + q + 2 * kv));
+}
+
+TEST(GeneratorContextParallel, BatchIsSplitAndRotaryFrequenciesTooAndOptimizerShardsOverDpTimesCp) {
+  GeneratorConfig c = cp_layer_config();
+  c.distributed_optimizer = true;
+  const Trace t = generate_trace(c);
+  auto has = [&](std::uint64_t size, Phase phase) {
+    return std::any_of(t.events.begin(), t.events.end(), [&](const Event& e) {
+      return e.kind == EventKind::Alloc && e.size == size && e.phase == phase;
+    });
+  };
+  EXPECT_TRUE(has(1024 * 2 * 8, Phase::Forward));    // tokens of the whole sequence
+  EXPECT_TRUE(has(256 * 2 * 8, Phase::Forward));     // this rank's quarter
+  EXPECT_TRUE(has(1024 * 64 * 4, Phase::Forward));   // rotary [s, d] fp32
+  EXPECT_TRUE(has(256 * 64 * 4, Phase::Forward));    // its chunks
+  // The same persistent allocations as 4 data-parallel ranks without context parallelism.
+  GeneratorConfig dp = c;
+  dp.cp = 1;
+  dp.dp = 4;
+  dp.global_batch = 8;
+  auto persistent = [](const Trace& x) {
+    std::vector<std::uint64_t> sizes;
+    for (const Event& e : x.events) {
+      if (e.phase != Phase::Other) break;
+      sizes.push_back(e.size);
+    }
+    return sizes;
+  };
+  EXPECT_EQ(persistent(t), persistent(generate_trace(dp)));
+}
+
+TEST(GeneratorPacked, OnlyTheCuSeqlensChangeAcrossMicroBatches) {
+  GeneratorConfig c = cp_layer_config();
+  c.doc_min = 16;
+  c.doc_max = 512;
+  c.global_batch = 8;
+  c.micro_batch = 1;
+  c.iterations = 3;
+  const Trace t = generate_trace(c);
+  EXPECT_EQ(validate_trace(t), "");
+  std::vector<std::vector<std::uint64_t>> dynamic_sizes(3), static_sizes(3);
+  for (const Event& e : t.events) {
+    if (e.kind != EventKind::Alloc || e.phase == Phase::Other) continue;
+    (e.dynamic ? dynamic_sizes : static_sizes)[e.iteration].push_back(e.size);
+    if (e.dynamic) {
+      EXPECT_EQ(e.size % 4, 0u);
+    }
+  }
+  // Total tokens are fixed: every other size repeats exactly.
+  EXPECT_EQ(static_sizes[1], static_sizes[2]);
+  EXPECT_NE(dynamic_sizes[1], dynamic_sizes[2]);
+  for (std::uint64_t mb = 0; mb < 8; ++mb) {
+    const std::uint64_t docs = gen::document_count(c, 1024, 1, mb);
+    EXPECT_GE(docs, 2u);  // 1024 tokens in documents of at most 512
+    EXPECT_LE(docs, 1024u / 16);
+  }
+}
+
+TEST(GeneratorLongContext, PresetsAreLongAndContextParallel) {
+  for (const char* name : {"llama3-8b-64k-cp4", "llama3-8b-64k-cp4-sel", "llama3-8b-64k-packed",
+                           "llama3-8b-128k-cp8", "llama3-8b-128k-cp8-r", "llama3-8b-varlen-128k"}) {
+    SCOPED_TRACE(name);
+    const GeneratorConfig c = preset(name);
+    EXPECT_GT(c.cp, 1u);
+    EXPECT_GE(std::max(c.seq_len, c.seq_max), 65536u);
+    EXPECT_NO_THROW(validate_config(c));
+  }
+  const auto seqs = gen::iteration_sequence_lengths(preset("llama3-8b-varlen-128k"));
+  for (auto s : seqs) EXPECT_EQ(s % 64, 0u);  // 2 * cp * tp
+  EXPECT_GT(std::set<std::uint64_t>(seqs.begin(), seqs.end()).size(), 4u);
 }
 
 }  // namespace
