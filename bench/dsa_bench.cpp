@@ -1,17 +1,16 @@
 // Offset (DSA) planner: the MiniMalloc "challenging" instances A..K at their capacity (10 s
-// search limit), and training-like random instances of 1k to 100k buffers (2 s search limit),
-// each against plain best-fit-decreasing (one portfolio member alone). Counters: peak / capacity
-// (MiniMalloc) or peak / lower bound (random), and milliseconds. Results and the command are in
-// docs/benchmarks.md, "Offset planner".
+// limit), training-like instances of 1k to 100k buffers (2 s limit) and irregular compiler-style
+// instances of 10k to 100k buffers (30 s limit; planner/dsa/dsa_generator.h), each against plain
+// best-fit-decreasing on the same instance. Counters: peak / capacity (MiniMalloc) or peak /
+// lower bound, milliseconds, and whether the run stopped at the lower bound. Results and the
+// commands are in docs/benchmarks.md, "Offset planner" and "Offset planner: anytime search".
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <string>
 
 #include "planner/dsa/dsa.h"
-#include "planner/dsa/dsa_conflict_index.h"
 #include "planner/dsa/dsa_csv.h"
-#include "planner/dsa/dsa_heuristics.h"
+#include "planner/dsa/dsa_generator.h"
 
 namespace {
 
@@ -24,46 +23,6 @@ std::vector<DsaBuffer> minimalloc(const std::string& name) {
   return read_dsa_csv_file(std::string(STALLOC_SOURCE_DIR) + "/tests/data/minimalloc/" + name +
                            ".1048576.csv")
       .buffers;
-}
-
-// A training run in miniature: per iteration, a forward pass over the layers keeps one
-// activation per layer until the backward pass frees it, each layer also makes short-lived
-// temporaries, and the backward pass makes gradients that live until the optimizer step. Sizes
-// vary per layer and jitter per iteration. Weights live for the whole run.
-std::vector<DsaBuffer> training_like(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int layers = 48;
-  std::vector<std::uint64_t> layer_size(layers);
-  for (auto& s : layer_size) s = (64 + rng() % 448) * 4096;
-  std::vector<DsaBuffer> out;
-  std::uint64_t time = 0;
-  auto add = [&](std::uint64_t lower, std::uint64_t upper, std::uint64_t size) {
-    if (out.size() < n) out.push_back({out.size(), lower, upper, size, 512});
-  };
-  const std::size_t weights = std::min<std::size_t>(n / 20, layers);
-  for (std::size_t w = 0; w < weights; ++w) add(0, UINT64_MAX / 2, layer_size[w] / 2);
-  while (out.size() < n) {
-    std::vector<std::uint64_t> activation_start(layers);
-    for (int l = 0; l < layers; ++l) {
-      activation_start[l] = time++;
-      for (int t = 0; t < 3; ++t) {
-        const std::uint64_t lower = time++;
-        add(lower, lower + 1 + rng() % 3, layer_size[l] / (1 + rng() % 4));
-      }
-    }
-    const std::uint64_t backward_end = time + 4 * static_cast<std::uint64_t>(layers) + 2;
-    for (int l = layers - 1; l >= 0; --l) {
-      const std::uint64_t jitter = (rng() % 64) * 512;
-      add(activation_start[l], time++, layer_size[l] + jitter);
-      add(time++, backward_end, layer_size[l] / 2);  // gradient until the optimizer step
-      const std::uint64_t lower = time++;
-      add(lower, lower + 2, layer_size[l]);
-    }
-    time = backward_end + 1;
-  }
-  // Give the weights the whole run, now that its end is known.
-  for (std::size_t w = 0; w < weights; ++w) out[w].upper = time;
-  return out;
 }
 
 double ratio(std::uint64_t peak, std::uint64_t reference) {
@@ -82,39 +41,67 @@ void BM_MiniMalloc(benchmark::State& state, const std::string& name) {
   state.SetLabel(solution.strategy);
 }
 
-// Best-fit-decreasing: sizes from largest, each in the tightest gap among what it overlaps.
-std::uint64_t best_fit_decreasing(const std::vector<DsaBuffer>& buffers) {
-  const dsa_detail::DsaConflictIndex index(buffers);
-  const auto order = dsa_detail::make_order(buffers, index, dsa_detail::Ordering::SizeDesc);
-  return dsa_detail::placement_peak(
-      buffers, dsa_detail::place_in_order(buffers, index, order, dsa_detail::Placement::BestFit));
+std::uint64_t best_fit_decreasing_peak(const std::vector<DsaBuffer>& buffers) {
+  DsaProblem problem;
+  problem.buffers = buffers;
+  return best_fit_decreasing(problem).peak_bytes;
 }
 
 void BM_MiniMallocBestFitDecreasing(benchmark::State& state, const std::string& name) {
   const auto buffers = minimalloc(name);
   std::uint64_t peak = 0;
-  for (auto _ : state) peak = best_fit_decreasing(buffers);
+  for (auto _ : state) peak = best_fit_decreasing_peak(buffers);
   state.counters["peak_over_capacity"] = ratio(peak, kMiniMallocCapacity);
 }
 
 void BM_TrainingLike(benchmark::State& state) {
   DsaProblem problem;
-  problem.buffers = training_like(static_cast<std::size_t>(state.range(0)), 7);
+  problem.buffers = generate_dsa_instance({DsaInstanceKind::Training, static_cast<std::size_t>(state.range(0)), 7});
   DsaOptions options;
   options.time_limit_seconds = 2;
   DsaSolution solution;
   for (auto _ : state) solution = solve_dsa(problem, options);
   state.counters["peak_over_lower_bound"] = ratio(solution.peak_bytes, solution.lower_bound_bytes);
   state.counters["ms"] = solution.milliseconds;
+  state.counters["at_lower_bound"] = solution.stopped_at_lower_bound() ? 1 : 0;
   state.SetLabel(solution.strategy);
+}
+
+// Irregular compiler-style instances (args: buffers, seed) with the 30 s limit of issue 20.
+void BM_Irregular(benchmark::State& state) {
+  DsaProblem problem;
+  problem.buffers = generate_dsa_instance({DsaInstanceKind::Irregular,
+                                           static_cast<std::size_t>(state.range(0)),
+                                           static_cast<std::uint64_t>(state.range(1))});
+  DsaOptions options;
+  options.time_limit_seconds = 30;
+  DsaSolution solution;
+  for (auto _ : state) solution = solve_dsa(problem, options);
+  state.counters["peak_over_lower_bound"] = ratio(solution.peak_bytes, solution.lower_bound_bytes);
+  state.counters["bfd_over_lower_bound"] =
+      ratio(solution.best_fit_decreasing_peak_bytes, solution.lower_bound_bytes);
+  state.counters["ms"] = solution.milliseconds;
+  state.counters["at_lower_bound"] = solution.stopped_at_lower_bound() ? 1 : 0;
+  state.SetLabel(solution.strategy);
+}
+
+void BM_IrregularBestFitDecreasing(benchmark::State& state) {
+  DsaProblem problem;
+  problem.buffers = generate_dsa_instance({DsaInstanceKind::Irregular,
+                                           static_cast<std::size_t>(state.range(0)),
+                                           static_cast<std::uint64_t>(state.range(1))});
+  DsaSolution solution;
+  for (auto _ : state) solution = best_fit_decreasing(problem);
+  state.counters["peak_over_lower_bound"] = ratio(solution.peak_bytes, solution.lower_bound_bytes);
+  state.counters["ms"] = solution.milliseconds;
 }
 
 void BM_TrainingLikeBestFitDecreasing(benchmark::State& state) {
   DsaProblem problem;
-  problem.buffers = training_like(static_cast<std::size_t>(state.range(0)), 7);
+  problem.buffers = generate_dsa_instance({DsaInstanceKind::Training, static_cast<std::size_t>(state.range(0)), 7});
   const std::uint64_t lower_bound = dsa_lower_bound(problem);
   std::uint64_t peak = 0;
-  for (auto _ : state) peak = best_fit_decreasing(problem.buffers);
+  for (auto _ : state) peak = best_fit_decreasing_peak(problem.buffers);
   state.counters["peak_over_lower_bound"] = ratio(peak, lower_bound);
 }
 
@@ -135,6 +122,14 @@ BENCHMARK(BM_TrainingLike)
     ->Arg(10000)
     ->Arg(60000)
     ->Arg(100000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Irregular)
+    ->ArgsProduct({{10000, 50000, 100000}, {1, 2, 3}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IrregularBestFitDecreasing)
+    ->ArgsProduct({{10000, 50000, 100000}, {1, 2, 3}})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TrainingLikeBestFitDecreasing)

@@ -25,10 +25,31 @@ struct DsaProblem {
 };
 
 struct DsaOptions {
-  double time_limit_seconds = 10.0;  // for the search after the portfolio
-  std::uint64_t seed = 1;            // the result is deterministic for a seed
-  bool parallel = true;              // run the portfolio with oneTBB where available
+  // Wall-clock seconds for the whole call, counted from its start. The greedy portfolio always
+  // runs to the end (about a second for 100,000 irregular buffers on one core; a limit shorter
+  // than that is exceeded); the search then improves the placement until the limit, and stops
+  // earlier only when the peak reaches the lower bound (or the capacity, when one is given) or
+  // an exact search proves it optimal. 0: the portfolio only, with its cheaper members alone on
+  // large components (the physical-chunk planner's setting).
+  double time_limit_seconds = 10.0;
+  // With time_limit_seconds == 0 the result is deterministic for a seed. With a time limit it
+  // depends on how far the search got: the same seed on a faster or less loaded machine may
+  // end lower.
+  std::uint64_t seed = 1;
+  bool parallel = true;  // portfolio members, components and search workers on oneTBB
 };
+
+// Why solve_dsa returned.
+enum class DsaStop {
+  LowerBound,     // the peak equals the lower bound: nothing can be better (or, with aligned
+                  // persistent buffers, exceeds it by at most the padding above their stack)
+  Capacity,       // the peak is within the capacity asked for
+  ProvedOptimal,  // the exact search refuted every lower peak (small components)
+  TimeLimit,      // the time limit ran out first
+  NoSearch,       // time limit 0: the portfolio only
+};
+
+std::string dsa_stop_name(DsaStop stop);  // "lower-bound", "capacity", "proved-optimal", ...
 
 struct DsaSolution {
   std::vector<std::uint64_t> offsets;   // parallel to problem.buffers
@@ -36,12 +57,24 @@ struct DsaSolution {
   std::uint64_t lower_bound_bytes = 0;  // max over time of live bytes
   bool within_capacity = true;          // peak <= capacity (true when capacity is 0)
   std::string strategy;                 // which heuristic or search produced it
-  double milliseconds = 0;
+  double milliseconds = 0;              // wall clock of the whole call
+  std::uint64_t greedy_peak_bytes = 0;  // the portfolio's best, before any search
+  // Plain best-fit-decreasing on the whole problem (best_fit_decreasing below), computed
+  // alongside so that the result is never worse; 0 when not computed (time limit 0 and more
+  // than a few thousand buffers).
+  std::uint64_t best_fit_decreasing_peak_bytes = 0;
+  DsaStop stop = DsaStop::NoSearch;
+  bool stopped_at_lower_bound() const { return stop == DsaStop::LowerBound; }
 };
 
 // Max over time of the sum of sizes of the live buffers.
 std::uint64_t dsa_lower_bound(const DsaProblem& problem);
 
 DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options = {});
+
+// The baseline: buffers by decreasing size (ties: longer lifetime, then input order), each at
+// the smallest gap that holds it among the placed buffers it lives with, else on top of them.
+// No decomposition, no search. Strategy "best-fit-decreasing", stop NoSearch (or LowerBound).
+DsaSolution best_fit_decreasing(const DsaProblem& problem);
 
 }  // namespace stalloc

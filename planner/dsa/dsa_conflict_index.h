@@ -25,6 +25,10 @@ class DsaConflictIndex {
   template <typename Visit>
   void for_each_conflict(std::size_t i, Visit&& visit) const;
 
+  // Calls visit(j) once for every buffer j whose lifetime overlaps [lower, upper).
+  template <typename Visit>
+  void for_each_overlapping(std::uint64_t lower, std::uint64_t upper, Visit&& visit) const;
+
   // Number of buffers whose lifetime overlaps buffer i's, in O(log n).
   std::size_t degree(std::size_t i) const;
 
@@ -42,19 +46,31 @@ class DsaConflictIndex {
 template <typename Visit>
 void DsaConflictIndex::for_each_conflict(std::size_t i, Visit&& visit) const {
   const DsaBuffer& b = buffers_[i];
-  auto first = std::lower_bound(sorted_lower_.begin(), sorted_lower_.end(), b.lower);
-  auto last = std::lower_bound(first, sorted_lower_.end(), b.upper);
+  for_each_overlapping(b.lower, b.upper, [&](std::size_t j) {
+    if (j != i) visit(j);
+  });
+}
+
+template <typename Visit>
+void DsaConflictIndex::for_each_overlapping(std::uint64_t lower, std::uint64_t upper,
+                                            Visit&& visit) const {
+  if (lower >= upper) return;
+  auto first = std::lower_bound(sorted_lower_.begin(), sorted_lower_.end(), lower);
+  auto last = std::lower_bound(first, sorted_lower_.end(), upper);
   for (auto it = first; it != last; ++it) {
-    std::uint32_t j = by_start_[static_cast<std::size_t>(it - sorted_lower_.begin())];
-    if (j != i) visit(static_cast<std::size_t>(j));
+    visit(static_cast<std::size_t>(by_start_[static_cast<std::size_t>(it - sorted_lower_.begin())]));
   }
-  // Stab at lower_i: every stored buffer there covers lower_i; report those that started before.
-  std::size_t leaf = static_cast<std::size_t>(
-      std::lower_bound(starts_.begin(), starts_.end(), b.lower) - starts_.begin());
+  // Stab at lower: the buffers stored on the path cover the start time at or before lower (the
+  // leaf of the last start <= lower); report those that started before lower and are still live.
+  auto after = std::upper_bound(starts_.begin(), starts_.end(), lower);
+  if (after == starts_.begin()) return;
+  const auto leaf = static_cast<std::size_t>(after - starts_.begin()) - 1;
   for (std::size_t node = leaf + leaves_; node >= 1; node >>= 1) {
     for (std::uint32_t k = node_begin_[node]; k < node_begin_[node + 1]; ++k) {
-      std::uint32_t j = node_items_[k];
-      if (buffers_[j].lower < b.lower) visit(static_cast<std::size_t>(j));
+      const std::uint32_t j = node_items_[k];
+      if (buffers_[j].lower < lower && buffers_[j].upper > lower) {
+        visit(static_cast<std::size_t>(j));
+      }
     }
   }
 }

@@ -105,10 +105,13 @@ DsaCsv read_dsa_csv_file(const std::string& path) {
 
 void write_dsa_csv(std::ostream& out, const std::vector<DsaBuffer>& buffers,
                    const std::vector<std::uint64_t>& offsets) {
-  out << "id,lower,upper,size,offset\n";
+  const bool with_offsets = !offsets.empty();
+  out << (with_offsets ? "id,lower,upper,size,offset\n" : "id,lower,upper,size\n");
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const DsaBuffer& b = buffers[i];
-    out << b.id << ',' << b.lower << ',' << b.upper << ',' << b.size << ',' << offsets[i] << '\n';
+    out << b.id << ',' << b.lower << ',' << b.upper << ',' << b.size;
+    if (with_offsets) out << ',' << offsets[i];
+    out << '\n';
   }
 }
 

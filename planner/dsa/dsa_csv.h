@@ -25,6 +25,7 @@ struct DsaCsv {
 DsaCsv read_dsa_csv(std::istream& in, const std::string& name);
 DsaCsv read_dsa_csv_file(const std::string& path);
 
+// With offsets empty, the problem alone (4 columns); else one offset per buffer.
 void write_dsa_csv(std::ostream& out, const std::vector<DsaBuffer>& buffers,
                    const std::vector<std::uint64_t>& offsets);
 void write_dsa_csv_file(const std::string& path, const std::vector<DsaBuffer>& buffers,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 namespace stalloc::dsa_detail {
@@ -85,9 +86,42 @@ std::vector<std::uint32_t> make_order(const std::vector<DsaBuffer>& buffers,
 }
 
 std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
-                                          const DsaConflictIndex& index,
                                           const std::vector<std::uint32_t>& order,
-                                          Placement placement) {
+                                          Placement placement, OccupancyTree* tree) {
+  std::optional<OccupancyTree> own;
+  if (tree == nullptr) tree = &own.emplace(buffers);
+  tree->clear();
+  std::vector<std::uint64_t> offsets(buffers.size(), 0);
+  for (std::uint32_t i : order) {
+    const DsaBuffer& b = buffers[i];
+    std::uint64_t chosen = 0;
+    bool found = false;
+    std::uint64_t best_gap = 0;
+    const std::uint64_t top = tree->scan(i, [&](std::uint64_t begin, std::uint64_t end) {
+      const std::uint64_t at = align_up(begin, b.alignment);
+      if (at + b.size > end) return true;
+      if (placement == Placement::LowestOffset) {
+        chosen = at;
+        found = true;
+        return false;
+      }
+      if (!found || end - begin < best_gap) {
+        chosen = at;
+        best_gap = end - begin;
+        found = true;
+      }
+      return true;
+    });
+    offsets[i] = found ? chosen : align_up(top, b.alignment);
+    tree->insert(i, offsets[i]);
+  }
+  return offsets;
+}
+
+std::vector<std::uint64_t> place_in_order_by_conflicts(const std::vector<DsaBuffer>& buffers,
+                                                       const DsaConflictIndex& index,
+                                                       const std::vector<std::uint32_t>& order,
+                                                       Placement placement) {
   std::vector<std::uint64_t> offsets(buffers.size(), 0);
   std::vector<char> placed(buffers.size(), 0);
   std::vector<std::pair<std::uint64_t, std::uint64_t>>

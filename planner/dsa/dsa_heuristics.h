@@ -10,6 +10,7 @@
 
 #include "planner/dsa/dsa.h"
 #include "planner/dsa/dsa_conflict_index.h"
+#include "planner/dsa/dsa_occupancy.h"
 
 namespace stalloc::dsa_detail {
 
@@ -33,11 +34,20 @@ std::vector<PortfolioMember> default_portfolio();
 std::vector<std::uint32_t> make_order(const std::vector<DsaBuffer>& buffers,
                                       const DsaConflictIndex& index, Ordering ordering);
 
-// Offsets, parallel to buffers, honouring each buffer's alignment.
+// Offsets, parallel to buffers, honouring each buffer's alignment. The placed buffers a new one
+// overlaps are found through an OccupancyTree (one over these buffers may be passed in to be
+// reused; it is cleared first), so a buffer costs O(log^2 T + the address intervals of what
+// it overlaps, merged) instead of its number of conflicts.
 std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
-                                          const DsaConflictIndex& index,
                                           const std::vector<std::uint32_t>& order,
-                                          Placement placement);
+                                          Placement placement, OccupancyTree* tree = nullptr);
+
+// The same offsets, by visiting every buffer each new one overlaps (the first implementation,
+// kept as the reference the tests compare with).
+std::vector<std::uint64_t> place_in_order_by_conflicts(const std::vector<DsaBuffer>& buffers,
+                                                       const DsaConflictIndex& index,
+                                                       const std::vector<std::uint32_t>& order,
+                                                       Placement placement);
 
 // The same as place_in_order for an order by start time (make_order(..., StartTime)), by a
 // sweep over time that needs no conflict index: O(n log n) for best fit.

@@ -29,10 +29,11 @@
 #include <exception>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <utility>
 
-#include "planner/dsa/dsa_components.h"
+#include "planner/dsa/dsa_conflict_index.h"
 #include "planner/dsa/dsa_heuristics.h"
 
 namespace stalloc::dsa_detail {
@@ -41,9 +42,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Larger components keep their greedy placement: the search state grows with the number of
-// overlapping pairs, and beyond a few thousand buffers the greedy peak is rarely improved in time.
+// Larger components are left to the window search (dsa_window_search.cpp): the search state
+// grows with the number of overlapping pairs, and beyond a few thousand buffers the greedy peak
+// is rarely improved in time.
 constexpr std::size_t kMaxSearchBuffers = 4000;
+constexpr std::uint64_t kMaxSearchPairs = 8'000'000;  // sum of conflict counts
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser, for seeded tie-breaking
   x += 0x9e3779b97f4a7c15ULL;
@@ -71,8 +74,19 @@ constexpr std::array<Ranking, 3> kRankings = {{{RankKey::Total, RankKey::Width, 
 
 class SectionSearch {
  public:
-  SectionSearch(const std::vector<DsaBuffer>& buffers, const std::vector<std::uint32_t>& members)
+  SectionSearch(const std::vector<DsaBuffer>& buffers, const std::vector<std::uint32_t>& members,
+                const DsaConflictIndex& index)
       : buffers_(buffers), members_(members) {
+    // Who overlaps whom, by member, once: the rankings only renumber it. (Built from the
+    // sections instead, it cost the sum over sections of the square of their sizes: minutes
+    // on a trace whose buffers form a staircase of long lifetimes.)
+    member_overlaps_.resize(members.size());
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      // members is every buffer of buffers, in order: a buffer's index is its member index.
+      index.for_each_conflict(members[m], [&](std::size_t j) {
+        member_overlaps_[m].push_back(static_cast<std::uint32_t>(j));
+      });
+    }
     // Sections are the maximal sets of buffers live together: a stretch of time that starts
     // with an allocation and ends with a release. The stretches in between hold subsets of
     // their neighbours, so their constraints are implied and they are left out.
@@ -224,20 +238,16 @@ class SectionSearch {
     }
     // Which items overlap in time (share a section), as adjacency lists.
     live_.assign(sections_, {});
-    auto& live = live_;
     for (std::uint32_t k = 0; k < items_.size(); ++k) {
-      for (std::uint32_t s = items_[k].first; s < items_[k].last; ++s) live[s].push_back(k);
+      for (std::uint32_t s = items_[k].first; s < items_[k].last; ++s) live_[s].push_back(k);
     }
+    std::vector<std::uint32_t> item_of(members_.size());
+    for (std::uint32_t k = 0; k < order.size(); ++k) item_of[order[k]] = k;
     overlaps_.assign(items_.size(), {});
     for (std::uint32_t k = 0; k < items_.size(); ++k) {
       auto& list = overlaps_[k];
-      for (std::uint32_t s = items_[k].first; s < items_[k].last; ++s) {
-        for (std::uint32_t j : live[s]) {
-          if (j != k) list.push_back(j);
-        }
-      }
+      for (std::uint32_t m : member_overlaps_[order[k]]) list.push_back(item_of[m]);
       std::sort(list.begin(), list.end());
-      list.erase(std::unique(list.begin(), list.end()), list.end());
     }
     floor_.assign(sections_, 0);
     seen_.assign(sections_, 0);
@@ -423,6 +433,7 @@ class SectionSearch {
 
   const std::vector<DsaBuffer>& buffers_;
   const std::vector<std::uint32_t> members_;
+  std::vector<std::vector<std::uint32_t>> member_overlaps_;  // by member index
   std::vector<std::uint32_t> first_;  // per member: its sections
   std::vector<std::uint32_t> last_;
   std::vector<std::uint64_t> section_total_;  // per member: largest live total over its sections
@@ -485,70 +496,64 @@ void run_on_large_stack(Work& work) {
   if (call.error) std::rethrow_exception(call.error);
 }
 
-std::optional<SearchResult> search_components(const SearchRequest& request) {
+SearchResult search_one(const SearchRequest& request) {
   const std::vector<DsaBuffer>& buffers = *request.buffers;
-  const std::vector<std::uint64_t>& incumbent = *request.incumbent;
-  std::vector<std::uint64_t> offsets = incumbent;
-  const std::uint64_t incumbent_peak = placement_peak(buffers, incumbent);
-
-  auto components = split_components(buffers);
-  // Hardest first: a component whose greedy placement is already good enough needs no search.
-  std::vector<std::pair<std::uint64_t, std::size_t>> pending;
-  for (std::size_t c = 0; c < components.size(); ++c) {
-    std::uint64_t peak = 0;
-    for (std::uint32_t i : components[c]) peak = std::max(peak, incumbent[i] + buffers[i].size);
-    if (peak > request.target && components[c].size() <= kMaxSearchBuffers) {
-      pending.emplace_back(peak, c);
-    }
-  }
-  std::sort(pending.begin(), pending.end(), std::greater<>());
-
-  for (std::size_t t = 0; t < pending.size(); ++t) {
-    const auto [greedy_peak, c] = pending[t];
-    const auto now = Clock::now();
-    if (now >= request.deadline) break;
-    const auto share = (request.deadline - now) / static_cast<long>(pending.size() - t);
-    const auto component_deadline = now + share;
-    SectionSearch search(buffers, components[c]);
-    auto apply = [&](const std::vector<std::pair<std::uint32_t, std::uint64_t>>& placed) {
-      std::uint64_t peak = 0;
-      for (const auto& [i, offset] : placed) {
-        offsets[i] = offset;
-        peak = std::max(peak, offset + buffers[i].size);
-      }
-      return peak;
-    };
-    // First the target itself, then bisection between it and the greedy peak.
-    if (auto found = search.solve(request.target, now + share * 7 / 10, request.seed)) {
-      apply(*found);
-      continue;
-    }
-    std::uint64_t lo = request.target + 1;
-    std::uint64_t hi = greedy_peak - 1;
-    while (lo <= hi && Clock::now() < component_deadline) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (auto found = search.solve(mid, component_deadline, request.seed)) {
-        hi = apply(*found) - 1;
-      } else if (search.refuted()) {
-        lo = mid + 1;
-      } else {
-        break;
-      }
-    }
-  }
-
   SearchResult result;
-  result.peak = placement_peak(buffers, offsets);
-  if (result.peak >= incumbent_peak) return std::nullopt;
-  result.offsets = std::move(offsets);
+  result.offsets = *request.incumbent;
+  result.peak = placement_peak(buffers, result.offsets);
+  if (result.peak <= request.target) {
+    result.reached_target = true;
+    return result;
+  }
+  const auto start = Clock::now();
+  if (start >= request.deadline) return result;
+  const DsaConflictIndex index(buffers);
+  std::uint64_t pairs = 0;
+  for (std::size_t i = 0; i < buffers.size(); ++i) pairs += index.degree(i);
+  if (buffers.size() > kMaxSearchBuffers || pairs > kMaxSearchPairs) return result;
+  result.searched = true;
+  std::vector<std::uint32_t> members(buffers.size());
+  std::iota(members.begin(), members.end(), 0u);
+  SectionSearch search(buffers, members, index);
+  auto apply = [&](const std::vector<std::pair<std::uint32_t, std::uint64_t>>& placed) {
+    std::uint64_t peak = 0;
+    for (const auto& [i, offset] : placed) {
+      result.offsets[i] = offset;
+      peak = std::max(peak, offset + buffers[i].size);
+    }
+    result.peak = peak;
+    return peak;
+  };
+  // First the target itself (70% of the time), then bisection between it and the best peak.
+  if (auto found = search.solve(request.target, start + (request.deadline - start) * 7 / 10,
+                                request.seed)) {
+    apply(*found);
+    result.reached_target = true;
+    return result;
+  }
+  std::uint64_t lo = request.target + 1;
+  if (search.refuted()) result.refuted_below = lo;
+  std::uint64_t hi = result.peak - 1;
+  while (lo <= hi && Clock::now() < request.deadline) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (auto found = search.solve(mid, request.deadline, request.seed)) {
+      hi = apply(*found) - 1;
+    } else if (search.refuted()) {
+      lo = mid + 1;
+      result.refuted_below = lo;
+    } else {
+      break;
+    }
+  }
+  result.proved_optimal = lo > hi;
   return result;
 }
 
 }  // namespace
 
-std::optional<SearchResult> search_below(const SearchRequest& request) {
-  std::optional<SearchResult> result;
-  auto work = [&] { result = search_components(request); };
+SearchResult search_below(const SearchRequest& request) {
+  SearchResult result;
+  auto work = [&] { result = search_one(request); };
   run_on_large_stack(work);
   return result;
 }

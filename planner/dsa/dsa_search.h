@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "planner/dsa/dsa.h"
@@ -11,7 +10,8 @@
 namespace stalloc::dsa_detail {
 
 struct SearchRequest {
-  const std::vector<DsaBuffer>* buffers = nullptr;  // every one with size > 0 and lower < upper
+  const std::vector<DsaBuffer>* buffers = nullptr;  // one time component: every buffer with
+                                                    // size > 0 and lower < upper
   const std::vector<std::uint64_t>* incumbent = nullptr;  // a valid placement to improve on
   std::uint64_t target = 0;                               // a peak at or below this ends the search
   std::chrono::steady_clock::time_point deadline;
@@ -19,11 +19,17 @@ struct SearchRequest {
 };
 
 struct SearchResult {
-  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint64_t> offsets;  // the best placement (the incumbent when none better)
   std::uint64_t peak = 0;
+  bool searched = false;        // false: too large for this search (or no time), nothing tried
+  bool reached_target = false;  // peak <= target
+  bool proved_optimal = false;  // no placement has a lower peak
+  std::uint64_t refuted_below = 0;  // no placement has a peak below this (0: nothing proved)
 };
 
-// A placement with a lower peak than the incumbent's, or nullopt when none was found in time.
-std::optional<SearchResult> search_below(const SearchRequest& request);
+// The target itself first, then bisection between it and the incumbent's peak: each refuted
+// peak raises the bisection, so a small component ends with a proved optimum. Runs on a thread
+// with a large stack of its own.
+SearchResult search_below(const SearchRequest& request);
 
 }  // namespace stalloc::dsa_detail

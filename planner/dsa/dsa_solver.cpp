@@ -1,14 +1,27 @@
 // solve_dsa: persistent buffers stacked at the bottom, the rest cut into time components
-// (dsa_components.h); on each component the portfolio of greedy placements (fast, any size),
-// then a search below the greedy peak while it is above the target (the capacity, or the lower
-// bound when there is no capacity) and time is left. Deterministic for a seed: components and
-// portfolio members run in parallel but each winner is chosen by (peak, portfolio index), and
-// the search is single-threaded.
+// (dsa_components.h); on each component the portfolio of greedy placements, then, while the
+// peak is above the target (the capacity, or the lower bound when there is no capacity) and
+// time is left:
+//
+// 1. the exact search (dsa_search.h) on the small components, hardest first, each with an equal
+//    share of half the remaining time when some large component also needs work, else of all
+//    of it;
+// 2. the window search (dsa_window_search.h) on whichever component makes the peak, by several
+//    workers at once (oneTBB), each from the best placement so far with its own seed, in rounds
+//    of a quarter of the remaining time (at least half a second): after each round all restart
+//    from the best. A component is worked on until it is no higher than the next highest one.
+//
+// Alongside, plain best-fit-decreasing on the whole problem: the result is never worse than it.
+// Components and portfolio members run in parallel, but each winner is chosen by (peak,
+// portfolio index), so the portfolio's result does not depend on the thread count.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstddef>
+#include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -17,9 +30,13 @@
 #include "planner/dsa/dsa_conflict_index.h"
 #include "planner/dsa/dsa_heuristics.h"
 #include "planner/dsa/dsa_search.h"
+#include "planner/dsa/dsa_window_search.h"
 
 #ifdef STALLOC_HAVE_TBB
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_group.h>
+#include <tbb/info.h>
 #endif
 
 namespace stalloc {
@@ -42,46 +59,62 @@ void check_buffers(const std::vector<DsaBuffer>& buffers) {
   }
 }
 
+template <typename Body>
+void for_each_index(std::size_t count, bool parallel, Body&& body) {
+#ifdef STALLOC_HAVE_TBB
+  if (parallel) {
+    tbb::parallel_for(std::size_t{0}, count, body);
+    return;
+  }
+#else
+  (void)parallel;
+#endif
+  for (std::size_t k = 0; k < count; ++k) body(k);
+}
+
 struct GreedyResult {
   std::vector<std::uint64_t> offsets;
   std::uint64_t peak = 0;
   std::size_t member = 0;
 };
 
-// Placing a buffer by the conflict index costs about its number of conflicts (times a log), so
-// a portfolio member costs about the sum of all degrees. Above this many, only the sweep-based
-// members (start-time order, O(n log n)) run, so that 100,000 buffers take about a second.
+// With time limit 0, a member placed through the conflict index costs about the sum of all
+// conflict counts; above this many only the sweep members run (as before the occupancy tree:
+// the chunk planner's arenas stay fast).
 constexpr std::uint64_t kConflictWorkLimit = 4'000'000;
+// With a time limit, components up to this size get all ten members (about 50 ms each at
+// 10,000 irregular buffers); larger ones four: size order with both rules (best fit is the
+// baseline; lowest offset wins most often on large irregular instances) and the two sweeps
+// (about 1 to 3 s each at 100,000 irregular buffers for the first two, 0.1 s for the sweeps).
+constexpr std::size_t kFullPortfolioBuffers = 20000;
 
-GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, const DsaConflictIndex& index,
-                           bool parallel) {
+bool in_reduced_portfolio(const PortfolioMember& m) {
+  return m.ordering == Ordering::StartTime || m.ordering == Ordering::SizeDesc;
+}
+
+GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, bool with_time, bool parallel) {
   const std::vector<PortfolioMember> members = default_portfolio();
-  std::uint64_t conflict_work = 0;
-  for (std::size_t i = 0; i < buffers.size(); ++i) conflict_work += index.degree(i);
   std::vector<std::size_t> chosen;
+  std::uint64_t conflict_work = 0;
+  const DsaConflictIndex index(buffers);  // for the conflict-degree order
+  if (!with_time) {
+    for (std::size_t i = 0; i < buffers.size(); ++i) conflict_work += index.degree(i);
+  }
   for (std::size_t m = 0; m < members.size(); ++m) {
-    if (conflict_work <= kConflictWorkLimit || members[m].ordering == Ordering::StartTime) {
-      chosen.push_back(m);
-    }
+    const bool take = with_time ? buffers.size() <= kFullPortfolioBuffers ||
+                                      in_reduced_portfolio(members[m])
+                                : conflict_work <= kConflictWorkLimit ||
+                                      members[m].ordering == Ordering::StartTime;
+    if (take) chosen.push_back(m);
   }
   std::vector<std::vector<std::uint64_t>> offsets(members.size());
-  auto run_member = [&](std::size_t c) {
+  for_each_index(chosen.size(), parallel, [&](std::size_t c) {
     const PortfolioMember& member = members[chosen[c]];
     const auto order = make_order(buffers, index, member.ordering);
     offsets[chosen[c]] = member.ordering == Ordering::StartTime
                              ? place_by_sweep(buffers, order, member.placement)
-                             : place_in_order(buffers, index, order, member.placement);
-  };
-#ifdef STALLOC_HAVE_TBB
-  if (parallel) {
-    tbb::parallel_for(std::size_t{0}, chosen.size(), run_member);
-  } else {
-    for (std::size_t c = 0; c < chosen.size(); ++c) run_member(c);
-  }
-#else
-  (void)parallel;
-  for (std::size_t c = 0; c < chosen.size(); ++c) run_member(c);
-#endif
+                             : place_in_order(buffers, order, member.placement);
+  });
   GreedyResult best;
   bool first = true;
   for (std::size_t m : chosen) {
@@ -96,56 +129,127 @@ GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, const DsaConfl
   return best;
 }
 
-// The portfolio on each time component of the buffers, in parallel; offsets from 0 per component.
-struct ComponentsResult {
+// One time component: its buffers (local indices), its placement from offset 0, and what is
+// known about how low it can go.
+struct Component {
+  std::vector<std::uint32_t> members;  // indices into the solver's rest
+  std::vector<DsaBuffer> buffers;
   std::vector<std::uint64_t> offsets;
   std::uint64_t peak = 0;
+  std::uint64_t bound = 0;  // no placement is lower: its lower bound, or what the search refuted
+  bool proved = false;      // the search refuted every peak below this one
   std::string strategy;
 };
 
-ComponentsResult place_components(const std::vector<DsaBuffer>& buffers, bool parallel) {
-  const auto components = split_components(buffers);
-  std::vector<GreedyResult> results(components.size());
-  auto run_component = [&](std::size_t c) {
-    std::vector<DsaBuffer> part;
-    part.reserve(components[c].size());
-    for (std::uint32_t i : components[c]) part.push_back(buffers[i]);
-    const DsaConflictIndex index(part);
-    results[c] = run_portfolio(part, index, parallel);
-  };
+std::size_t worker_count(bool parallel) {
 #ifdef STALLOC_HAVE_TBB
   if (parallel) {
-    tbb::parallel_for(std::size_t{0}, components.size(), run_component);
-  } else {
-    for (std::size_t c = 0; c < components.size(); ++c) run_component(c);
+    return std::clamp<std::size_t>(static_cast<std::size_t>(tbb::info::default_concurrency()), 1,
+                                   8);
   }
-#else
-  for (std::size_t c = 0; c < components.size(); ++c) run_component(c);
 #endif
-  ComponentsResult out;
-  out.offsets.assign(buffers.size(), 0);
-  std::size_t highest = 0;
-  for (std::size_t c = 0; c < components.size(); ++c) {
-    for (std::size_t k = 0; k < components[c].size(); ++k) {
-      out.offsets[components[c][k]] = results[c].offsets[k];
-    }
-    if (results[c].peak > out.peak) {
-      out.peak = results[c].peak;
-      highest = c;
+  (void)parallel;
+  return 1;
+}
+
+// Window search on one component by several workers, in rounds, until its peak is at most goal
+// or the deadline.
+void window_search(Component& c, std::uint64_t goal, Clock::time_point deadline,
+                   std::uint64_t seed, bool parallel) {
+  const DsaConflictIndex index(c.buffers);
+  const std::size_t workers = worker_count(parallel);
+  std::atomic<std::uint64_t> shared_best{c.peak};
+  for (std::uint64_t round = 0; c.peak > goal; ++round) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    const auto round_end =
+        std::min(deadline, now + std::max<Clock::duration>((deadline - now) / 4,
+                                                           std::chrono::milliseconds(500)));
+    std::vector<WindowSearchResult> results(workers);
+    const std::vector<std::uint64_t> incumbent = c.offsets;
+    for_each_index(workers, parallel, [&](std::size_t w) {
+      WindowSearchRequest request;
+      request.buffers = &c.buffers;
+      request.index = &index;
+      request.incumbent = &incumbent;
+      request.target = goal;
+      request.deadline = round_end;
+      request.seed = seed * 1000003 + round * workers + w;
+      request.shared_best = &shared_best;
+      results[w] = improve_by_windows(request);
+    });
+    for (WindowSearchResult& r : results) {
+      if (r.peak < c.peak) {
+        c.peak = r.peak;
+        c.offsets = std::move(r.offsets);
+        c.strategy = "window-search";
+      }
     }
   }
-  out.strategy = member_name(default_portfolio()[results[highest].member]);
-  if (components.size() > 1) {
-    out.strategy += " (" + std::to_string(components.size()) + " components)";
-  }
-  return out;
 }
 
 }  // namespace
 
+std::string dsa_stop_name(DsaStop stop) {
+  switch (stop) {
+    case DsaStop::LowerBound:
+      return "lower-bound";
+    case DsaStop::Capacity:
+      return "capacity";
+    case DsaStop::ProvedOptimal:
+      return "proved-optimal";
+    case DsaStop::TimeLimit:
+      return "time-limit";
+    case DsaStop::NoSearch:
+      return "no-search";
+  }
+  return "?";
+}
+
+DsaSolution best_fit_decreasing(const DsaProblem& problem) {
+  const auto started = Clock::now();
+  check_buffers(problem.buffers);
+  DsaSolution solution;
+  solution.lower_bound_bytes = dsa_lower_bound(problem);
+  solution.offsets.assign(problem.buffers.size(), 0);
+  std::vector<DsaBuffer> active;
+  std::vector<std::size_t> active_index;
+  for (std::size_t i = 0; i < problem.buffers.size(); ++i) {
+    const DsaBuffer& b = problem.buffers[i];
+    if (b.size > 0 && b.lower < b.upper) {
+      active.push_back(b);
+      active_index.push_back(i);
+    }
+  }
+  std::vector<std::uint32_t> order(active.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    if (active[a].size != active[b].size) return active[a].size > active[b].size;
+    const std::uint64_t la = active[a].upper - active[a].lower;
+    const std::uint64_t lb = active[b].upper - active[b].lower;
+    return la != lb ? la > lb : a < b;
+  });
+  const auto offsets = place_in_order(active, order, Placement::BestFit);
+  for (std::size_t k = 0; k < active.size(); ++k) solution.offsets[active_index[k]] = offsets[k];
+  solution.peak_bytes = placement_peak(active, offsets);
+  solution.within_capacity = problem.capacity == 0 || solution.peak_bytes <= problem.capacity;
+  solution.strategy = "best-fit-decreasing";
+  solution.greedy_peak_bytes = solution.peak_bytes;
+  solution.best_fit_decreasing_peak_bytes = solution.peak_bytes;
+  solution.stop =
+      solution.peak_bytes == solution.lower_bound_bytes ? DsaStop::LowerBound : DsaStop::NoSearch;
+  solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+  return solution;
+}
+
 DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
   const auto started = Clock::now();
   check_buffers(problem.buffers);
+  // A million seconds is forever enough and keeps the conversion to clock ticks from overflowing.
+  const double seconds = std::clamp(options.time_limit_seconds, 0.0, 1e6);
+  const bool with_time = seconds > 0;
+  const auto deadline =
+      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 
   // Buffers of no size or no lifetime overlap nothing: offset 0, outside the real problem.
   std::vector<DsaBuffer> active;
@@ -161,6 +265,27 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
   DsaSolution solution;
   solution.lower_bound_bytes = dsa_lower_bound(problem);
   solution.offsets.assign(problem.buffers.size(), 0);
+  const std::uint64_t target =
+      problem.capacity != 0 ? problem.capacity : solution.lower_bound_bytes;
+  // Why the search ended, when the rest reached what it could not go below: its lower bound
+  // (up to the alignment padding above the persistent stack), or a proved optimum.
+  bool rest_at_bound = false;
+  bool proved = false;
+
+  // The baseline, on the whole problem: with a time limit always, else only when cheap.
+  DsaSolution baseline;
+  const bool run_baseline = with_time || active.size() <= 4000;
+#ifdef STALLOC_HAVE_TBB
+  tbb::task_group background;
+  if (run_baseline && options.parallel) {
+    background.run([&] { baseline = best_fit_decreasing(problem); });
+  } else if (run_baseline) {
+    baseline = best_fit_decreasing(problem);
+  }
+#else
+  if (run_baseline) baseline = best_fit_decreasing(problem);
+#endif
+
   if (active.empty()) {
     solution.strategy = "empty";
   } else {
@@ -187,38 +312,142 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
       rest_alignment = std::max(rest_alignment, active[k].alignment);
     }
     solution.peak_bytes = base;
+    solution.greedy_peak_bytes = base;
     solution.strategy = "persistent";
     if (!rest.empty()) {
       // Shifting by a multiple of every alignment keeps each offset aligned.
       base = align_up(base, rest_alignment);
-      ComponentsResult greedy = place_components(rest, options.parallel);
-      std::vector<std::uint64_t> offsets = std::move(greedy.offsets);
-      std::uint64_t rest_peak = greedy.peak;
-      solution.strategy = std::move(greedy.strategy);
-
-      const std::uint64_t target =
-          problem.capacity != 0 ? problem.capacity : solution.lower_bound_bytes;
       const std::uint64_t rest_target = target > base ? target - base : 0;
-      if (rest_peak > rest_target && options.time_limit_seconds > 0) {
-        // The limit is for the search alone (dsa.h); a million seconds is forever enough and
-        // keeps the conversion to clock ticks from overflowing.
-        const double seconds = std::min(options.time_limit_seconds, 1e6);
-        const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                 std::chrono::duration<double>(seconds));
-        SearchRequest request{&rest, &offsets, rest_target, deadline, options.seed};
-        if (auto found = search_below(request)) {
-          offsets = std::move(found->offsets);
-          rest_peak = found->peak;
-          solution.strategy = "search";
+
+      // The portfolio on each component, in parallel.
+      const auto groups = split_components(rest);
+      std::vector<Component> components(groups.size());
+      for_each_index(groups.size(), options.parallel, [&](std::size_t g) {
+        Component& c = components[g];
+        c.members = groups[g];
+        for (std::uint32_t i : c.members) c.buffers.push_back(rest[i]);
+        GreedyResult greedy = run_portfolio(c.buffers, with_time, options.parallel);
+        c.offsets = std::move(greedy.offsets);
+        c.peak = greedy.peak;
+        c.strategy = member_name(default_portfolio()[greedy.member]);
+        DsaProblem part;
+        part.buffers = c.buffers;
+        c.bound = dsa_lower_bound(part);
+      });
+      auto rest_peak = [&] {
+        std::uint64_t peak = 0;
+        for (const Component& c : components) peak = std::max(peak, c.peak);
+        return peak;
+      };
+      solution.greedy_peak_bytes = base + rest_peak();
+      // Below the highest bound, no component needs to go.
+      auto floor = [&] {
+        std::uint64_t f = rest_target;
+        for (const Component& c : components) f = std::max(f, c.bound);
+        return f;
+      };
+
+      // 1. The exact search on the small components, hardest first.
+      if (with_time && rest_peak() > floor()) {
+        std::vector<std::size_t> small;
+        bool large_pending = false;
+        for (std::size_t g = 0; g < components.size(); ++g) {
+          if (components[g].peak <= floor()) continue;
+          if (components[g].buffers.size() <= 4000) {
+            small.push_back(g);
+          } else {
+            large_pending = true;
+          }
+        }
+        std::sort(small.begin(), small.end(), [&](std::size_t a, std::size_t b) {
+          return components[a].peak > components[b].peak ||
+                 (components[a].peak == components[b].peak && a < b);
+        });
+        const auto now = Clock::now();
+        const auto phase_end = large_pending && now < deadline ? now + (deadline - now) / 2
+                                                               : deadline;
+        for (std::size_t t = 0; t < small.size(); ++t) {
+          Component& c = components[small[t]];
+          const auto at = Clock::now();
+          if (at >= phase_end) break;
+          const std::uint64_t goal = floor();
+          if (c.peak <= goal) continue;
+          const auto share = (phase_end - at) / static_cast<long>(small.size() - t);
+          SearchRequest request{&c.buffers, &c.offsets, goal, at + share, options.seed};
+          SearchResult found = search_below(request);
+          if (found.peak < c.peak) {
+            c.offsets = std::move(found.offsets);
+            c.peak = found.peak;
+            c.strategy = "search";
+          }
+          if (found.proved_optimal) {
+            c.bound = std::max(c.bound, c.peak);
+            c.proved = true;
+          }
+          c.bound = std::max(c.bound, found.refuted_below);
         }
       }
-      for (std::size_t k = 0; k < rest.size(); ++k) {
-        solution.offsets[rest_index[k]] = base + offsets[k];
+
+      // 2. The window search on the component that makes the peak, until it is down to the
+      // next one (or the floor), then the next.
+      while (with_time && Clock::now() < deadline) {
+        std::size_t highest = 0;
+        std::uint64_t second = 0;
+        for (std::size_t g = 0; g < components.size(); ++g) {
+          if (components[g].peak > components[highest].peak) highest = g;
+        }
+        for (std::size_t g = 0; g < components.size(); ++g) {
+          if (g != highest) second = std::max(second, components[g].peak);
+        }
+        Component& c = components[highest];
+        const std::uint64_t goal = std::max({floor(), second, c.bound});
+        if (c.peak <= goal) break;
+        window_search(c, goal, deadline, options.seed + highest, options.parallel);
       }
-      solution.peak_bytes = base + rest_peak;
+
+      const std::uint64_t peak = rest_peak();
+      std::size_t highest = 0;
+      for (std::size_t g = 0; g < components.size(); ++g) {
+        const Component& c = components[g];
+        for (std::size_t k = 0; k < c.members.size(); ++k) {
+          solution.offsets[rest_index[c.members[k]]] = base + c.offsets[k];
+        }
+        if (c.peak > components[highest].peak) highest = g;
+      }
+      solution.peak_bytes = base + peak;
+      rest_at_bound = peak <= floor();
+      proved = rest_at_bound && components[highest].proved;
+      solution.strategy = components[highest].strategy;
+      if (components.size() > 1) {
+        solution.strategy += " (" + std::to_string(components.size()) + " components)";
+      }
     }
   }
+#ifdef STALLOC_HAVE_TBB
+  background.wait();
+#endif
+  if (run_baseline) {
+    solution.best_fit_decreasing_peak_bytes = baseline.peak_bytes;
+    if (baseline.peak_bytes < solution.peak_bytes) {
+      solution.offsets = std::move(baseline.offsets);
+      solution.peak_bytes = baseline.peak_bytes;
+      solution.strategy = baseline.strategy;
+      rest_at_bound = proved = false;
+    }
+    solution.greedy_peak_bytes = std::min(solution.greedy_peak_bytes, baseline.peak_bytes);
+  }
   solution.within_capacity = problem.capacity == 0 || solution.peak_bytes <= problem.capacity;
+  if (solution.peak_bytes <= solution.lower_bound_bytes) {
+    solution.stop = DsaStop::LowerBound;
+  } else if (problem.capacity != 0 && solution.within_capacity) {
+    solution.stop = DsaStop::Capacity;
+  } else if (proved) {
+    solution.stop = DsaStop::ProvedOptimal;
+  } else if (rest_at_bound) {
+    solution.stop = DsaStop::LowerBound;
+  } else {
+    solution.stop = with_time ? DsaStop::TimeLimit : DsaStop::NoSearch;
+  }
   solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   return solution;
 }

@@ -1,5 +1,5 @@
-// `stalloc plan`: with --dsa, solves a MiniMalloc-style offset problem from CSV; otherwise plans
-// a trace (plan_trace_command, owned by the trace planner).
+// `stalloc plan`: with --dsa, solves a MiniMalloc-style offset problem from CSV (--dsa-generate
+// writes one); otherwise plans a trace (plan_trace_command, owned by the trace planner).
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -10,6 +10,7 @@
 #include "common/units.h"
 #include "planner/dsa/dsa.h"
 #include "planner/dsa/dsa_csv.h"
+#include "planner/dsa/dsa_generator.h"
 #include "tools/stalloc/command.h"
 #include "tools/stalloc/plan_trace_command.h"
 
@@ -19,18 +20,63 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stalloc plan --dsa IN.csv --output OUT.csv [--capacity BYTES] [--time-limit SECONDS]\n"
-    "                    [--seed N] [--json]\n"
+    "                    [--seed N] [--strategy anytime|best-fit-decreasing] [--json]\n"
+    "       stalloc plan --dsa-generate irregular|training --buffers N [--seed N] --output OUT.csv\n"
     "       stalloc plan TRACE... -o PLAN ...   (see the trace planner's options)\n\n"
     "--dsa: read buffers (id,lower,upper,size) from IN.csv, give each an offset so that buffers\n"
     "live at the same time do not overlap, with the smallest peak found, and write\n"
     "id,lower,upper,size,offset to OUT.csv (-o is an alias of --output). The exit status is 0\n"
     "whenever a valid placement was written, also when its peak is above --capacity.\n"
-    "  --capacity BYTES      the peak wanted (e.g. 1048576, 64MiB); default: the lower bound\n"
-    "  --time-limit SECONDS  search time after the heuristics (default 10)\n"
-    "  --seed N              tie-breaking seed; the result is deterministic for a seed (default "
-    "1)\n"
+    "  --capacity BYTES      the peak wanted (e.g. 1048576, 64MiB); the search stops once the\n"
+    "                        peak is within it; default: the lower bound\n"
+    "  --time-limit SECONDS  wall-clock time for the whole run (default 10): the heuristics run\n"
+    "                        to the end, then the search improves until the limit or until the\n"
+    "                        peak reaches the lower bound (or the capacity), or is proved optimal;\n"
+    "                        0: the heuristics only\n"
+    "  --seed N              seed of the search (default 1); with --time-limit 0 the result is\n"
+    "                        deterministic for a seed\n"
+    "  --strategy S          anytime (default), or best-fit-decreasing: the plain baseline alone\n"
     "  --json                print {peak_bytes, lower_bound_bytes, ratio, within_capacity,\n"
-    "                        milliseconds, buffers, strategy}";
+    "                        milliseconds, seconds, time_limit_seconds, stop,\n"
+    "                        stopped_at_lower_bound, greedy_peak_bytes,\n"
+    "                        best_fit_decreasing_peak_bytes, buffers, strategy}\n"
+    "--dsa-generate: write a seeded offset problem (id,lower,upper,size) to OUT.csv: irregular\n"
+    "(a compiler's whole-program plan: phases, temporaries, skewed sizes) or training (iterations\n"
+    "of a training run, 512-byte alignment, which the CSV does not carry).";
+
+int generate_dsa(const std::vector<std::string>& raw) {
+  Args args(raw);
+  std::string kind_name;
+  std::string output;
+  std::string text;
+  args.option("--dsa-generate", &kind_name);
+  if (!args.option("--output", &output)) args.option("-o", &output);
+  DsaGeneratorOptions options;
+  const auto kind = parse_dsa_instance_kind(kind_name);
+  if (!kind) throw UsageError("--dsa-generate: expected irregular or training, got '" + kind_name + "'");
+  options.kind = *kind;
+  if (!args.option("--buffers", &text)) throw UsageError("--dsa-generate needs --buffers N");
+  const auto buffers = parse_u64(text);
+  if (!buffers || *buffers == 0 || *buffers > 100'000'000)
+    throw UsageError("--buffers: expected a count from 1 to 100000000, got '" + text + "'");
+  options.buffers = static_cast<std::size_t>(*buffers);
+  if (args.option("--seed", &text)) {
+    const auto seed = parse_u64(text);
+    if (!seed) throw UsageError("--seed: expected a non-negative integer, got '" + text + "'");
+    options.seed = *seed;
+  }
+  if (!args.positionals().empty())
+    throw UsageError("unexpected argument '" + args.positionals()[0] + "'");
+  if (output.empty()) throw UsageError("--output OUT.csv is required");
+  const auto problem = generate_dsa_instance(options);
+  write_dsa_csv_file(output, problem, {});
+  DsaProblem p;
+  p.buffers = problem;
+  std::cout << "wrote " << output << ": " << problem.size() << " buffers ("
+            << dsa_instance_kind_name(options.kind) << ", seed " << options.seed
+            << "), lower bound " << format_bytes(dsa_lower_bound(p)) << "\n";
+  return 0;
+}
 
 int plan_dsa(const std::vector<std::string>& raw) {
   Args args(raw);
@@ -66,6 +112,14 @@ int plan_dsa(const std::vector<std::string>& raw) {
     if (!seed) throw UsageError("--seed: expected a non-negative integer, got '" + text + "'");
     options.seed = *seed;
   }
+  bool baseline = false;
+  if (args.option("--strategy", &text)) {
+    if (text == "best-fit-decreasing") {
+      baseline = true;
+    } else if (text != "anytime") {
+      throw UsageError("--strategy: expected anytime or best-fit-decreasing, got '" + text + "'");
+    }
+  }
   const bool json = args.flag("--json");
   if (!args.positionals().empty())
     throw UsageError("unexpected argument '" + args.positionals()[0] + "'");
@@ -74,7 +128,9 @@ int plan_dsa(const std::vector<std::string>& raw) {
 
   DsaCsv csv = read_dsa_csv_file(input);
   problem.buffers = std::move(csv.buffers);
-  const DsaSolution solution = solve_dsa(problem, options);
+  const DsaSolution solution =
+      baseline ? best_fit_decreasing(problem) : solve_dsa(problem, options);
+  const double limit = baseline ? 0.0 : options.time_limit_seconds;
   write_dsa_csv_file(output, problem.buffers, solution.offsets);
 
   const double ratio = solution.lower_bound_bytes == 0
@@ -89,6 +145,14 @@ int plan_dsa(const std::vector<std::string>& raw) {
     w.field("ratio", ratio);
     if (has_capacity) w.field("within_capacity", solution.within_capacity);
     w.field("milliseconds", solution.milliseconds);
+    w.field("seconds", solution.milliseconds / 1000.0);
+    w.field("time_limit_seconds", limit);
+    w.field("stop", dsa_stop_name(solution.stop));
+    w.field("stopped_at_lower_bound", solution.stopped_at_lower_bound());
+    w.field("greedy_peak_bytes", solution.greedy_peak_bytes);
+    if (solution.best_fit_decreasing_peak_bytes != 0) {
+      w.field("best_fit_decreasing_peak_bytes", solution.best_fit_decreasing_peak_bytes);
+    }
     w.field("buffers", static_cast<std::uint64_t>(problem.buffers.size()));
     w.field("strategy", solution.strategy);
     w.end_object();
@@ -97,10 +161,37 @@ int plan_dsa(const std::vector<std::string>& raw) {
     std::cout << problem.buffers.size() << " buffers: peak " << format_bytes(solution.peak_bytes)
               << " (" << solution.peak_bytes << " B), lower bound "
               << format_bytes(solution.lower_bound_bytes) << ", ratio " << ratio << ", by "
-              << solution.strategy << " in " << solution.milliseconds << " ms";
+              << solution.strategy;
     if (has_capacity) {
       std::cout << (solution.within_capacity ? ", within" : ", ABOVE") << " the capacity "
                 << format_bytes(problem.capacity);
+    }
+    const double used = solution.milliseconds / 1000.0;
+    std::cout << "\n";
+    switch (solution.stop) {
+      case DsaStop::LowerBound:
+        std::cout << "stopped at the lower bound after " << used << " s";
+        break;
+      case DsaStop::Capacity:
+        std::cout << "stopped within the capacity after " << used << " s";
+        break;
+      case DsaStop::ProvedOptimal:
+        std::cout << "stopped after " << used << " s: no lower peak exists (proved)";
+        break;
+      case DsaStop::TimeLimit:
+        std::cout << "used the time limit: " << used << " s of " << limit << " s";
+        break;
+      case DsaStop::NoSearch:
+        std::cout << "no search (" << (baseline ? "best-fit-decreasing" : "time limit 0")
+                  << "): " << used << " s";
+        break;
+    }
+    if (!baseline && solution.best_fit_decreasing_peak_bytes != 0) {
+      std::cout << "; best-fit-decreasing alone: ratio "
+                << (solution.lower_bound_bytes == 0
+                        ? 1.0
+                        : static_cast<double>(solution.best_fit_decreasing_peak_bytes) /
+                              static_cast<double>(solution.lower_bound_bytes));
     }
     std::cout << "\nwrote " << output << "\n";
   }
@@ -108,6 +199,9 @@ int plan_dsa(const std::vector<std::string>& raw) {
 }
 
 int plan(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--dsa-generate" || a.rfind("--dsa-generate=", 0) == 0) return generate_dsa(args);
+  }
   for (const std::string& a : args) {
     if (a == "--dsa" || a.rfind("--dsa=", 0) == 0) return plan_dsa(args);
   }
