@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "planner/generator/generator_random.h"
 
 namespace stalloc {
 
@@ -129,7 +130,10 @@ SweepResult sweep_largest(const GeneratorConfig& base, SweepParameter parameter,
   if (options.capacity == 0) throw UsageError("a sweep needs a capacity");
   const bool mbs = parameter == SweepParameter::MicroBatch;
   const std::uint64_t unit = mbs ? 1 : 256;
-  const std::uint64_t limit = mbs ? 4096 : (1ull << 20);
+  // Sequences up to 16M tokens: long-context presets with full recompute run 1M in 30 GiB.
+  const std::uint64_t limit = mbs ? 4096 : (1ull << 24);
+  std::vector<std::uint64_t> varying;  // the preset's per-iteration lengths, when they vary
+  if (!mbs && (base.seq_max > 0 || !base.seq_list.empty())) varying = gen::iteration_sequence_lengths(base);
   const std::uint64_t microbatches = microbatches_per_iteration(base);
   SweepResult out;
   out.workload = base.name;
@@ -142,11 +146,17 @@ SweepResult sweep_largest(const GeneratorConfig& base, SweepParameter parameter,
     if (mbs) {
       cfg.micro_batch = steps;
       cfg.global_batch = microbatches * steps * cfg.dp;
-    } else if (base.seq_max > 0 && base.seq_list.empty()) {
-      // A drawn range keeps its shape: the longest sequence is swept and the shortest scales
-      // with it, so the iterations still come in random order of lengths.
-      cfg.seq_max = steps * unit;
-      cfg.seq_min = std::max(unit, cfg.seq_max * base.seq_min / base.seq_max / unit * unit);
+    } else if (!varying.empty()) {
+      // Lengths that vary per iteration keep their order and proportions: the preset's own
+      // lengths scaled so that the longest is the swept one.
+      const std::uint64_t longest = steps * unit;
+      const std::uint64_t granule = sequence_granule(base);
+      const std::uint64_t base_longest = *std::max_element(varying.begin(), varying.end());
+      cfg.seq_min = cfg.seq_max = 0;
+      cfg.seq_list.clear();
+      for (std::uint64_t s : varying) {
+        cfg.seq_list.push_back(std::max(granule, s * longest / base_longest / granule * granule));
+      }
     } else {
       cfg.seq_len = steps * unit;
       cfg.seq_min = cfg.seq_max = 0;

@@ -85,10 +85,11 @@ struct SweepResult {
 // Doubles the parameter from its smallest value (micro-batch 1, sequence 256) until the run
 // runs out of memory (or the configuration becomes invalid), then bisects between the last value
 // that fit and the first that did not (sequence lengths in steps of 256). The number of
-// micro-batches per iteration stays that of `base`. A preset whose iterations draw their length
-// from a range (seq_min..seq_max) keeps drawing: the sweep sets seq_max and scales seq_min in
-// proportion (rounded down to 256, at least 256); every other preset runs one fixed length.
-// options.capacity must be set.
+// micro-batches per iteration stays that of `base`; sequences go up to 16M tokens. A preset whose
+// iterations vary their length (seq_min..seq_max, seq_list) keeps its lengths, order and
+// proportions: they are scaled so that the longest is the swept value (each rounded down to the
+// preset's sequence granule); every other preset runs one fixed length. options.capacity must be
+// set.
 SweepResult sweep_largest(const GeneratorConfig& base, SweepParameter parameter, std::string_view allocator,
                           const ModelOptions& options);
 
