@@ -87,12 +87,16 @@ std::vector<std::uint32_t> make_order(const std::vector<DsaBuffer>& buffers,
 
 std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
                                           const std::vector<std::uint32_t>& order,
-                                          Placement placement, OccupancyTree* tree) {
+                                          Placement placement, OccupancyTree* tree,
+                                          std::chrono::steady_clock::time_point deadline) {
+  const bool timed = deadline != std::chrono::steady_clock::time_point::max();
+  std::size_t count = 0;
   std::optional<OccupancyTree> own;
   if (tree == nullptr) tree = &own.emplace(buffers);
   tree->clear();
   std::vector<std::uint64_t> offsets(buffers.size(), 0);
   for (std::uint32_t i : order) {
+    if (timed && (++count & 1023) == 0 && std::chrono::steady_clock::now() >= deadline) return {};
     const DsaBuffer& b = buffers[i];
     std::uint64_t chosen = 0;
     bool found = false;

@@ -4,6 +4,7 @@
 // order on long chains, conflict degree on dense cliques).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,9 +39,11 @@ std::vector<std::uint32_t> make_order(const std::vector<DsaBuffer>& buffers,
 // overlaps are found through an OccupancyTree (one over these buffers may be passed in to be
 // reused; it is cleared first), so a buffer costs O(log^2 T + the address intervals of what
 // it overlaps, merged) instead of its number of conflicts.
-std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
-                                          const std::vector<std::uint32_t>& order,
-                                          Placement placement, OccupancyTree* tree = nullptr);
+// With a deadline, returns an empty vector when it passes before every buffer is placed.
+std::vector<std::uint64_t> place_in_order(
+    const std::vector<DsaBuffer>& buffers, const std::vector<std::uint32_t>& order,
+    Placement placement, OccupancyTree* tree = nullptr,
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 // The same offsets, by visiting every buffer each new one overlaps (the first implementation,
 // kept as the reference the tests compare with).

@@ -29,6 +29,7 @@
 #include "planner/dsa/dsa_components.h"
 #include "planner/dsa/dsa_conflict_index.h"
 #include "planner/dsa/dsa_heuristics.h"
+#include "planner/dsa/dsa_order_search.h"
 #include "planner/dsa/dsa_search.h"
 #include "planner/dsa/dsa_window_search.h"
 
@@ -152,8 +153,12 @@ std::size_t worker_count(bool parallel) {
   return 1;
 }
 
-// Window search on one component by several workers, in rounds, until its peak is at most goal
-// or the deadline.
+// Which search worker w runs in a round: two in three run the order search (the stronger on
+// every irregular instance measured), one the window search.
+bool orders(std::size_t w, std::uint64_t round) { return (w + round) % 3 != 2; }
+
+// Order and window search on one component by several workers, in rounds, until its peak is at
+// most goal or the deadline.
 void window_search(Component& c, std::uint64_t goal, Clock::time_point deadline,
                    std::uint64_t seed, bool parallel) {
   const DsaConflictIndex index(c.buffers);
@@ -165,24 +170,42 @@ void window_search(Component& c, std::uint64_t goal, Clock::time_point deadline,
     const auto round_end =
         std::min(deadline, now + std::max<Clock::duration>((deadline - now) / 4,
                                                            std::chrono::milliseconds(500)));
-    std::vector<WindowSearchResult> results(workers);
+    std::vector<std::vector<std::uint64_t>> offsets(workers);
+    std::vector<std::uint64_t> peaks(workers, UINT64_MAX);
     const std::vector<std::uint64_t> incumbent = c.offsets;
     for_each_index(workers, parallel, [&](std::size_t w) {
-      WindowSearchRequest request;
-      request.buffers = &c.buffers;
-      request.index = &index;
-      request.incumbent = &incumbent;
-      request.target = goal;
-      request.deadline = round_end;
-      request.seed = seed * 1000003 + round * workers + w;
-      request.shared_best = &shared_best;
-      results[w] = improve_by_windows(request);
+      const std::uint64_t worker_seed = seed * 1000003 + round * workers + w;
+      if (orders(w, round)) {
+        OrderSearchRequest request;
+        request.buffers = &c.buffers;
+        request.index = &index;
+        request.incumbent = &incumbent;
+        request.target = goal;
+        request.deadline = round_end;
+        request.seed = worker_seed;
+        request.shared_best = &shared_best;
+        OrderSearchResult r = improve_by_orders(request);
+        offsets[w] = std::move(r.offsets);
+        peaks[w] = r.peak;
+      } else {
+        WindowSearchRequest request;
+        request.buffers = &c.buffers;
+        request.index = &index;
+        request.incumbent = &incumbent;
+        request.target = goal;
+        request.deadline = round_end;
+        request.seed = worker_seed;
+        request.shared_best = &shared_best;
+        WindowSearchResult r = improve_by_windows(request);
+        offsets[w] = std::move(r.offsets);
+        peaks[w] = r.peak;
+      }
     });
-    for (WindowSearchResult& r : results) {
-      if (r.peak < c.peak) {
-        c.peak = r.peak;
-        c.offsets = std::move(r.offsets);
-        c.strategy = "window-search";
+    for (std::size_t w = 0; w < workers; ++w) {
+      if (peaks[w] < c.peak) {
+        c.peak = peaks[w];
+        c.offsets = std::move(offsets[w]);
+        c.strategy = orders(w, round) ? "order-search" : "window-search";
       }
     }
   }

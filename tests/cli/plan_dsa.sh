@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `stalloc plan --dsa`: a small problem solved to its lower bound with a valid CSV written, the
-# --json report, a capacity that cannot be met (still exit 0), and a malformed CSV (non-zero
-# exit, message naming the file and line).
+# --json report (time used, stop reason), a capacity that cannot be met (still exit 0), a
+# malformed CSV (non-zero exit, message naming the file and line), the best-fit-decreasing
+# baseline, and --dsa-generate (seeded instances, solved and checked).
 # Usage: plan_dsa.sh STALLOC_BIN SRC_DIR
 set -euo pipefail
 bin=$1
@@ -24,7 +25,10 @@ grep -q '"peak_bytes":12' "$tmp/report.json" || fail "peak not 12: $(cat "$tmp/r
 grep -q '"lower_bound_bytes":12' "$tmp/report.json" || fail "lower bound: $(cat "$tmp/report.json")"
 grep -q '"within_capacity":true' "$tmp/report.json" || fail "capacity: $(cat "$tmp/report.json")"
 grep -q '"buffers":5' "$tmp/report.json" || fail "buffers: $(cat "$tmp/report.json")"
-for key in ratio milliseconds strategy; do
+grep -q '"stop":"lower-bound"' "$tmp/report.json" || fail "stop: $(cat "$tmp/report.json")"
+grep -q '"stopped_at_lower_bound":true' "$tmp/report.json" || fail "stopped: $(cat "$tmp/report.json")"
+grep -q '"time_limit_seconds":2' "$tmp/report.json" || fail "limit: $(cat "$tmp/report.json")"
+for key in ratio milliseconds seconds strategy greedy_peak_bytes best_fit_decreasing_peak_bytes; do
   grep -q "\"$key\":" "$tmp/report.json" || fail "no $key in $(cat "$tmp/report.json")"
 done
 head -1 "$tmp/out.csv" | grep -qx 'id,lower,upper,size,offset' || fail "output header"
@@ -44,14 +48,50 @@ awk -F, 'NR > 1 { id[NR] = $1; lo[NR] = $2; up[NR] = $3; sz[NR] = $4; off[NR] = 
 # -o alias, a human summary, and no capacity given: no within_capacity.
 "$bin" plan --dsa "$tmp/in.csv" -o "$tmp/out2.csv" --time-limit 1 > "$tmp/summary.txt" || fail "-o"
 grep -q "lower bound" "$tmp/summary.txt" || fail "summary: $(cat "$tmp/summary.txt")"
+grep -q "stopped at the lower bound after" "$tmp/summary.txt" || fail "summary: $(cat "$tmp/summary.txt")"
 "$bin" plan --dsa "$tmp/in.csv" -o "$tmp/out3.csv" --time-limit 0 --json > "$tmp/r3.json"
 if grep -q within_capacity "$tmp/r3.json"; then fail "within_capacity without --capacity"; fi
+grep -Eq '"stop":"(no-search|lower-bound)"' "$tmp/r3.json" || fail "time limit 0: $(cat "$tmp/r3.json")"
 
 # A capacity below the lower bound: still a valid placement and exit 0, reported as not within.
 "$bin" plan --dsa "$tmp/in.csv" -o "$tmp/out4.csv" --capacity 8 --time-limit 0.5 --json \
   > "$tmp/r4.json" || fail "over capacity should exit 0"
 grep -q '"within_capacity":false' "$tmp/r4.json" || fail "capacity 8: $(cat "$tmp/r4.json")"
 [ -s "$tmp/out4.csv" ] || fail "no output over capacity"
+
+# Generated instances: the same seed writes the same file; solved with a short limit, the
+# placement is valid, reports its time and stop reason, and is no worse than the baseline.
+"$bin" plan --dsa-generate irregular --buffers 1500 --seed 4 -o "$tmp/g1.csv" > "$tmp/g.txt" ||
+  fail "--dsa-generate"
+grep -q "1500 buffers (irregular, seed 4)" "$tmp/g.txt" || fail "generate: $(cat "$tmp/g.txt")"
+"$bin" plan --dsa-generate irregular --buffers 1500 --seed 4 -o "$tmp/g2.csv" > /dev/null
+cmp -s "$tmp/g1.csv" "$tmp/g2.csv" || fail "generator not deterministic"
+head -1 "$tmp/g1.csv" | grep -qx 'id,lower,upper,size' || fail "generated header"
+[ "$(wc -l < "$tmp/g1.csv")" -eq 1501 ] || fail "generated rows"
+"$bin" plan --dsa "$tmp/g1.csv" -o "$tmp/g.out" --time-limit 0.5 --json > "$tmp/g.json" ||
+  fail "solving the generated instance"
+"$bin" plan --dsa "$tmp/g1.csv" -o "$tmp/b.out" --strategy best-fit-decreasing --json \
+  > "$tmp/b.json" || fail "--strategy best-fit-decreasing"
+grep -q '"strategy":"best-fit-decreasing"' "$tmp/b.json" || fail "baseline: $(cat "$tmp/b.json")"
+grep -Eq '"stop":"(no-search|lower-bound)"' "$tmp/b.json" || fail "baseline: $(cat "$tmp/b.json")"
+peak() { sed -E 's/.*"peak_bytes":([0-9]+).*/\1/' "$1"; }
+[ "$(peak "$tmp/g.json")" -le "$(peak "$tmp/b.json")" ] ||
+  fail "worse than best-fit-decreasing: $(cat "$tmp/g.json") vs $(cat "$tmp/b.json")"
+grep -Eq '"stop":"(time-limit|lower-bound)"' "$tmp/g.json" || fail "stop: $(cat "$tmp/g.json")"
+for out in "$tmp/g.out" "$tmp/b.out"; do
+  # Sweep in time (ends before starts at equal times), live ranges sorted by offset: O(n log n).
+  awk -F, 'NR > 1 { print $2 ",1," $5 "," $5 + $4; print $3 ",0," $5 "," $5 + $4 }' "$out" |
+    sort -t, -k1,1n -k2,2n | awk -F, '
+      $2 == 0 { delete live[$3 "," $4]; next }
+      { for (k in live) { split(k, r, ","); if (r[1] < $4 && $3 < r[2]) { print "overlap at " $1; exit 1 } }
+        live[$3 "," $4] = 1 }' || fail "generated placement invalid ($out)"
+done
+if "$bin" plan --dsa-generate nonsense --buffers 10 -o "$tmp/x.csv" 2> "$tmp/err.txt"; then
+  fail "unknown kind accepted"
+fi
+if "$bin" plan --dsa "$tmp/in.csv" -o "$tmp/x.csv" --strategy fastest 2> "$tmp/err.txt"; then
+  fail "unknown strategy accepted"
+fi
 
 # Malformed input: non-zero exit and file:line in the message.
 printf 'id,lower,upper,size\n1,0,3,4\n2,5,2,4\n' > "$tmp/bad.csv"
