@@ -1,7 +1,9 @@
 // Exact search below the greedy peak (see dsa_search.cpp for the method).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -16,7 +18,15 @@ struct SearchRequest {
   std::uint64_t target = 0;                               // a peak at or below this ends the search
   std::chrono::steady_clock::time_point deadline;
   std::uint64_t seed = 1;  // tie-breaking among equally ranked buffers
+  // Optional, shared with other workers on the same buffers: lowered to each peak found; the
+  // search stops once it is at most the target.
+  std::atomic<std::uint64_t>* shared_best = nullptr;
 };
+
+// Components larger than this (or with more than 30 million overlapping pairs) are left to the
+// order and window searches: the exact search's state grows with the overlapping pairs.
+constexpr std::size_t kExactSearchMaxBuffers = 20000;
+constexpr std::uint64_t kExactSearchMaxPairs = 30'000'000;  // sum over buffers of conflicts
 
 struct SearchResult {
   std::vector<std::uint64_t> offsets;  // the best placement (the incumbent when none better)

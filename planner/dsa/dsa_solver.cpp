@@ -1,15 +1,14 @@
 // solve_dsa: persistent buffers stacked at the bottom, the rest cut into time components
 // (dsa_components.h); on each component the portfolio of greedy placements, then, while the
 // peak is above the target (the capacity, or the lower bound when there is no capacity) and
-// time is left:
+// time is left, the searches on whichever component makes the peak, until it is no higher than
+// the next highest one (or than what some component is proved unable to go below):
 //
-// 1. the exact search (dsa_search.h) on the small components, hardest first, each with an equal
-//    share of half the remaining time when some large component also needs work, else of all
-//    of it;
-// 2. the window search (dsa_window_search.h) on whichever component makes the peak, by several
-//    workers at once (oneTBB), each from the best placement so far with its own seed, in rounds
-//    of a quarter of the remaining time (at least half a second): after each round all restart
-//    from the best. A component is worked on until it is no higher than the next highest one.
+// - the exact search (dsa_search.h) on one worker, for components of up to 20,000 buffers;
+// - the order search (dsa_order_search.h) and the window search (dsa_window_search.h) on the
+//   other workers (oneTBB), each from the best placement so far with its own seed, in rounds of
+//   a quarter of the remaining time (at least half a second): after each round all restart
+//   from the best. All share the best peak found, so they stop together at the goal.
 //
 // Alongside, plain best-fit-decreasing on the whole problem: the result is never worse than it.
 // Components and portfolio members run in parallel, but each winner is chosen by (peak,
@@ -157,29 +156,28 @@ std::size_t worker_count(bool parallel) {
 // every irregular instance measured), one the window search.
 bool orders(std::size_t w, std::uint64_t round) { return (w + round) % 3 != 2; }
 
-// Order and window search on one component by several workers, in rounds, until its peak is at
-// most goal or the deadline.
-void window_search(Component& c, std::uint64_t goal, Clock::time_point deadline,
-                   std::uint64_t seed, bool parallel) {
-  const DsaConflictIndex index(c.buffers);
-  const std::size_t workers = worker_count(parallel);
-  std::atomic<std::uint64_t> shared_best{c.peak};
-  for (std::uint64_t round = 0; c.peak > goal; ++round) {
+// The order and window searches by `workers` workers, in rounds, from `start` until its peak is
+// at most goal, the shared best is, or the deadline. Returns the best placement and its peak.
+std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic_search(
+    const Component& c, const DsaConflictIndex& index, std::vector<std::uint64_t> best,
+    std::uint64_t best_peak, std::uint64_t goal, Clock::time_point deadline, std::uint64_t seed,
+    std::size_t workers, bool parallel, std::atomic<std::uint64_t>& shared_best,
+    std::string* strategy) {
+  for (std::uint64_t round = 0; best_peak > goal; ++round) {
     const auto now = Clock::now();
-    if (now >= deadline) break;
+    if (now >= deadline || shared_best.load(std::memory_order_relaxed) <= goal) break;
     const auto round_end =
         std::min(deadline, now + std::max<Clock::duration>((deadline - now) / 4,
                                                            std::chrono::milliseconds(500)));
     std::vector<std::vector<std::uint64_t>> offsets(workers);
     std::vector<std::uint64_t> peaks(workers, UINT64_MAX);
-    const std::vector<std::uint64_t> incumbent = c.offsets;
     for_each_index(workers, parallel, [&](std::size_t w) {
       const std::uint64_t worker_seed = seed * 1000003 + round * workers + w;
       if (orders(w, round)) {
         OrderSearchRequest request;
         request.buffers = &c.buffers;
         request.index = &index;
-        request.incumbent = &incumbent;
+        request.incumbent = &best;
         request.target = goal;
         request.deadline = round_end;
         request.seed = worker_seed;
@@ -191,7 +189,7 @@ void window_search(Component& c, std::uint64_t goal, Clock::time_point deadline,
         WindowSearchRequest request;
         request.buffers = &c.buffers;
         request.index = &index;
-        request.incumbent = &incumbent;
+        request.incumbent = &best;
         request.target = goal;
         request.deadline = round_end;
         request.seed = worker_seed;
@@ -202,12 +200,75 @@ void window_search(Component& c, std::uint64_t goal, Clock::time_point deadline,
       }
     });
     for (std::size_t w = 0; w < workers; ++w) {
-      if (peaks[w] < c.peak) {
-        c.peak = peaks[w];
-        c.offsets = std::move(offsets[w]);
-        c.strategy = orders(w, round) ? "order-search" : "window-search";
+      if (peaks[w] < best_peak) {
+        best_peak = peaks[w];
+        best = std::move(offsets[w]);
+        *strategy = orders(w, round) ? "order-search" : "window-search";
       }
     }
+  }
+  return {std::move(best), best_peak};
+}
+
+// All the searches on one component until its peak is at most goal or the deadline: the exact
+// search (when the component is small enough) on one worker, the order and window searches on
+// the others; with one worker, the exact search first for half the time. A proof that the exact
+// search's peak is optimal stops the others (they are told the goal was reached).
+void search_component(Component& c, std::uint64_t goal, Clock::time_point deadline,
+                      std::uint64_t seed, bool parallel) {
+  const std::vector<std::uint64_t> start = c.offsets;
+  const std::uint64_t start_peak = c.peak;
+  std::atomic<std::uint64_t> shared_best{c.peak};
+  const DsaConflictIndex index(c.buffers);
+  const std::size_t workers = worker_count(parallel);
+  bool exact = c.buffers.size() <= kExactSearchMaxBuffers;
+  if (exact) {
+    std::uint64_t pairs = 0;
+    for (std::size_t i = 0; i < c.buffers.size(); ++i) pairs += index.degree(i);
+    exact = pairs <= kExactSearchMaxPairs;
+  }
+  SearchResult found;
+  auto run_exact = [&](Clock::time_point until) {
+    SearchRequest request{&c.buffers, &start, goal, until, seed, &shared_best};
+    found = search_below(request);
+    if (found.proved_optimal) {
+      std::uint64_t seen = shared_best.load();
+      while (seen > goal && !shared_best.compare_exchange_weak(seen, goal)) {
+      }
+    }
+  };
+  std::string heuristic_strategy;
+  std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic{start, start_peak};
+  auto run_heuristics = [&](std::size_t count) {
+    heuristic = heuristic_search(c, index, start, start_peak, goal, deadline, seed, count,
+                                 parallel, shared_best, &heuristic_strategy);
+  };
+#ifdef STALLOC_HAVE_TBB
+  if (exact && workers >= 2) {
+    tbb::task_group group;
+    group.run([&] { run_exact(deadline); });
+    run_heuristics(workers - 1);
+    group.wait();
+  } else
+#endif
+  {
+    if (exact) run_exact(Clock::now() + (deadline - Clock::now()) / 2);
+    if (!exact || !found.reached_target) run_heuristics(workers);
+  }
+  if (exact && found.searched && found.peak < c.peak) {
+    c.offsets = std::move(found.offsets);
+    c.peak = found.peak;
+    c.strategy = "search";
+  }
+  if (heuristic.second < c.peak) {
+    c.offsets = std::move(heuristic.first);
+    c.peak = heuristic.second;
+    c.strategy = heuristic_strategy;
+  }
+  c.bound = std::max(c.bound, found.refuted_below);
+  if (found.proved_optimal && c.peak == found.peak) {
+    c.bound = std::max(c.bound, c.peak);
+    c.proved = true;
   }
 }
 
@@ -370,62 +431,24 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
         return f;
       };
 
-      // 1. The exact search on the small components, hardest first.
-      if (with_time && rest_peak() > floor()) {
-        std::vector<std::size_t> small;
-        bool large_pending = false;
-        for (std::size_t g = 0; g < components.size(); ++g) {
-          if (components[g].peak <= floor()) continue;
-          if (components[g].buffers.size() <= 4000) {
-            small.push_back(g);
-          } else {
-            large_pending = true;
-          }
-        }
-        std::sort(small.begin(), small.end(), [&](std::size_t a, std::size_t b) {
-          return components[a].peak > components[b].peak ||
-                 (components[a].peak == components[b].peak && a < b);
-        });
-        const auto now = Clock::now();
-        const auto phase_end = large_pending && now < deadline ? now + (deadline - now) / 2
-                                                               : deadline;
-        for (std::size_t t = 0; t < small.size(); ++t) {
-          Component& c = components[small[t]];
-          const auto at = Clock::now();
-          if (at >= phase_end) break;
-          const std::uint64_t goal = floor();
-          if (c.peak <= goal) continue;
-          const auto share = (phase_end - at) / static_cast<long>(small.size() - t);
-          SearchRequest request{&c.buffers, &c.offsets, goal, at + share, options.seed};
-          SearchResult found = search_below(request);
-          if (found.peak < c.peak) {
-            c.offsets = std::move(found.offsets);
-            c.peak = found.peak;
-            c.strategy = "search";
-          }
-          if (found.proved_optimal) {
-            c.bound = std::max(c.bound, c.peak);
-            c.proved = true;
-          }
-          c.bound = std::max(c.bound, found.refuted_below);
-        }
-      }
-
-      // 2. The window search on the component that makes the peak, until it is down to the
-      // next one (or the floor), then the next.
+      // The searches on the component that makes the peak, until it is down to the next one
+      // (or the floor), then on the next.
       while (with_time && Clock::now() < deadline) {
         std::size_t highest = 0;
         std::uint64_t second = 0;
         for (std::size_t g = 0; g < components.size(); ++g) {
           if (components[g].peak > components[highest].peak) highest = g;
         }
+        // The next peak below it: components tied with it must come down too, in turn.
         for (std::size_t g = 0; g < components.size(); ++g) {
-          if (g != highest) second = std::max(second, components[g].peak);
+          if (components[g].peak < components[highest].peak) {
+            second = std::max(second, components[g].peak);
+          }
         }
         Component& c = components[highest];
         const std::uint64_t goal = std::max({floor(), second, c.bound});
         if (c.peak <= goal) break;
-        window_search(c, goal, deadline, options.seed + highest, options.parallel);
+        search_component(c, goal, deadline, options.seed + highest, options.parallel);
       }
 
       const std::uint64_t peak = rest_peak();

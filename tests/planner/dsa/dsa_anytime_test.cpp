@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <numeric>
+#include <string>
 
 #include "planner/dsa/dsa.h"
 #include "planner/dsa/dsa_components.h"
 #include "planner/dsa/dsa_conflict_index.h"
+#include "planner/dsa/dsa_csv.h"
 #include "planner/dsa/dsa_generator.h"
 #include "planner/dsa/dsa_heuristics.h"
 #include "planner/dsa/dsa_occupancy.h"
@@ -162,6 +164,28 @@ TEST(DsaSolverAnytime, NeverWorseThanBestFitDecreasing) {
       EXPECT_EQ(s.best_fit_decreasing_peak_bytes, baseline.peak_bytes);
     }
   }
+}
+
+// Two copies of MiniMalloc's A one after the other: two components tied at the same greedy
+// peak. Bringing the first down to the next peak below it must not stop the search while the
+// second is still up there.
+TEST(DsaSolverAnytime, TiedComponentsBothComeDown) {
+  const auto a = read_dsa_csv_file(std::string(STALLOC_SOURCE_DIR) +
+                                   "/tests/data/minimalloc/A.1048576.csv")
+                     .buffers;
+  std::uint64_t end = 0;
+  for (const DsaBuffer& b : a) end = std::max(end, b.upper);
+  DsaProblem p;
+  for (const DsaBuffer& b : a) p.buffers.push_back(b);
+  for (const DsaBuffer& b : a) {
+    p.buffers.push_back({b.id + a.size(), b.lower + end, b.upper + end, b.size, 1});
+  }
+  p.capacity = 1048576;
+  DsaOptions options;
+  options.time_limit_seconds = 20;  // generous for sanitizer builds; under a second in release
+  const DsaSolution s = solve_valid(p, options);
+  EXPECT_TRUE(s.within_capacity) << s.peak_bytes;
+  EXPECT_NE(s.strategy.find("2 components"), std::string::npos) << s.strategy;
 }
 
 TEST(DsaSolverAnytime, StopReasons) {
