@@ -28,7 +28,7 @@ grep -q '"buffers":5' "$tmp/report.json" || fail "buffers: $(cat "$tmp/report.js
 grep -q '"stop":"lower-bound"' "$tmp/report.json" || fail "stop: $(cat "$tmp/report.json")"
 grep -q '"stopped_at_lower_bound":true' "$tmp/report.json" || fail "stopped: $(cat "$tmp/report.json")"
 grep -q '"time_limit_seconds":2' "$tmp/report.json" || fail "limit: $(cat "$tmp/report.json")"
-for key in ratio milliseconds seconds strategy greedy_peak_bytes best_fit_decreasing_peak_bytes; do
+for key in ratio milliseconds seconds strategy greedy_peak_bytes best_fit_decreasing_peak_bytes validated; do
   grep -q "\"$key\":" "$tmp/report.json" || fail "no $key in $(cat "$tmp/report.json")"
 done
 head -1 "$tmp/out.csv" | grep -qx 'id,lower,upper,size,offset' || fail "output header"

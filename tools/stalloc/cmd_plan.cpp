@@ -2,6 +2,7 @@
 // writes one); otherwise plans a trace (plan_trace_command, owned by the trace planner).
 #include <cmath>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "planner/dsa/dsa.h"
 #include "planner/dsa/dsa_csv.h"
 #include "planner/dsa/dsa_generator.h"
+#include "planner/dsa/placement_validator.h"
 #include "tools/stalloc/command.h"
 #include "tools/stalloc/plan_trace_command.h"
 
@@ -26,7 +28,8 @@ constexpr const char* kUsage =
     "--dsa: read buffers (id,lower,upper,size) from IN.csv, give each an offset so that buffers\n"
     "live at the same time do not overlap, with the smallest peak found, and write\n"
     "id,lower,upper,size,offset to OUT.csv (-o is an alias of --output). The exit status is 0\n"
-    "whenever a valid placement was written, also when its peak is above --capacity.\n"
+    "whenever a valid placement was written, also when its peak is above --capacity; every\n"
+    "placement is checked by the independent validator before it is written.\n"
     "  --capacity BYTES      the peak wanted (e.g. 1048576, 64MiB); the search stops once the\n"
     "                        peak is within it; default: the lower bound\n"
     "  --time-limit SECONDS  wall-clock time for the whole run (default 10): the heuristics run\n"
@@ -37,7 +40,7 @@ constexpr const char* kUsage =
     "                        deterministic for a seed\n"
     "  --strategy S          anytime (default), or best-fit-decreasing: the plain baseline alone\n"
     "  --json                print {peak_bytes, lower_bound_bytes, ratio, within_capacity,\n"
-    "                        milliseconds, seconds, time_limit_seconds, stop,\n"
+    "                        milliseconds, seconds, time_limit_seconds, stop, validated,\n"
     "                        stopped_at_lower_bound, greedy_peak_bytes,\n"
     "                        best_fit_decreasing_peak_bytes, buffers, strategy}\n"
     "--dsa-generate: write a seeded offset problem (id,lower,upper,size) to OUT.csv: irregular\n"
@@ -131,6 +134,20 @@ int plan_dsa(const std::vector<std::string>& raw) {
   const DsaSolution solution =
       baseline ? best_fit_decreasing(problem) : solve_dsa(problem, options);
   const double limit = baseline ? 0.0 : options.time_limit_seconds;
+  // The independent check (it shares no code with the solver) before anything is written.
+  std::vector<PlacedBuffer> placed;
+  placed.reserve(problem.buffers.size());
+  for (std::size_t i = 0; i < problem.buffers.size(); ++i) {
+    const DsaBuffer& b = problem.buffers[i];
+    placed.push_back({b.id, b.lower, b.upper, b.size, b.alignment, solution.offsets[i]});
+  }
+  const PlacementReport check = validate_placement(placed);
+  if (!check.ok || check.peak_bytes != solution.peak_bytes) {
+    throw std::runtime_error("the placement failed the independent check: " +
+                (check.ok ? "peak " + std::to_string(check.peak_bytes) + " is not the reported " +
+                                std::to_string(solution.peak_bytes)
+                          : check.error));
+  }
   write_dsa_csv_file(output, problem.buffers, solution.offsets);
 
   const double ratio = solution.lower_bound_bytes == 0
@@ -150,6 +167,7 @@ int plan_dsa(const std::vector<std::string>& raw) {
     w.field("stop", dsa_stop_name(solution.stop));
     w.field("stopped_at_lower_bound", solution.stopped_at_lower_bound());
     w.field("greedy_peak_bytes", solution.greedy_peak_bytes);
+    w.field("validated", true);
     if (solution.best_fit_decreasing_peak_bytes != 0) {
       w.field("best_fit_decreasing_peak_bytes", solution.best_fit_decreasing_peak_bytes);
     }
