@@ -31,9 +31,9 @@ class OccupancyTree {
   // Empties the tree and sets it up over other buffers, keeping what memory it has.
   void reset(const std::vector<DsaBuffer>& buffers);
 
-  // The free address gaps below the top of the placed buffers that overlap buffer i in time,
-  // in address order, then the top itself as a gap of unbounded size: calls gap(begin, end)
-  // for each gap and top(at) once; stops early when gap returns false.
+  // Calls gap(begin, end) for each free address gap below the top of the placed buffers that
+  // overlap buffer i in time, in address order, and returns that top (the end of the highest
+  // of them, 0 if none); stops early, returning where it stopped, when gap returns false.
   template <typename Gap>
   std::uint64_t scan(std::size_t i, Gap&& gap) const;
 
