@@ -166,8 +166,10 @@ std::uint64_t InstalledPlan::lay_out_views() {
   for (std::uint32_t i : order) {
     const PlannedSlot& slot = plan_.slots[i];
     const std::vector<std::uint32_t>& chunks = range_chunks(i);
-    const std::uint32_t first = window_of(slot.start);
-    const std::uint32_t last = window_of(std::max(slot.end, slot.start + 1) - 1);
+    // A slot carried into the next iteration is used in its first windows too.
+    const bool carried = slot.end > requests;
+    const std::uint32_t first = carried ? 0 : window_of(slot.start);
+    const std::uint32_t last = carried ? windows - 1 : window_of(std::max(slot.end, slot.start + 1) - 1);
     std::uint32_t view = UINT32_MAX;
     std::uint32_t at = 0;
     const auto& candidates = holding[chunks.front()];

@@ -77,6 +77,21 @@ Trace Recorder::iteration_trace(VaryingSizes policy, VaryingSizes* chosen) const
   std::unordered_map<std::uint64_t, std::uint64_t> planned_size;  // id -> size planned
   std::size_t ordinal = 0;
   t.events.reserve(current_.size());
+  // Tensors of earlier iterations freed in this one (last step's gradients, optimizer states
+  // replaced): each stands as an allocation in the iteration before, so that the planner sees
+  // when this iteration's own carried tensors will be freed in the next (slot_classifier.h).
+  std::unordered_set<std::uint64_t> made_here;
+  for (const Event& e : current_) {
+    if (e.kind == EventKind::Alloc) made_here.insert(e.id);
+  }
+  for (const Event& e : current_) {
+    if (e.kind != EventKind::Free || e.iteration == 0 || made_here.count(e.id) != 0) continue;
+    Event made = e;
+    made.kind = EventKind::Alloc;
+    made.iteration = e.iteration - 1;
+    made.time_ns = -1;
+    t.events.push_back(made);
+  }
   for (Event e : current_) {
     if (e.kind == EventKind::Alloc) {
       if (seen != nullptr) {
@@ -90,8 +105,7 @@ Trace Recorder::iteration_trace(VaryingSizes policy, VaryingSizes* chosen) const
       planned_size.emplace(e.id, e.size);
     } else {
       auto it = planned_size.find(e.id);
-      if (it == planned_size.end()) continue;  // allocated before this iteration
-      e.size = it->second;
+      if (it != planned_size.end()) e.size = it->second;  // else made before this iteration
     }
     t.events.push_back(e);
   }

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "planner/chunk/chunk_colouring.h"
+#include "planner/chunk/lifetime_rotation.h"
 #include "planner/chunk/slot_classifier.h"
 
 namespace stalloc {
@@ -83,11 +84,9 @@ std::uint64_t peak_live_bytes(const std::vector<PlannedSlot>& slots, Pred counte
   return static_cast<std::uint64_t>(peak);
 }
 
-void fill_figures(ChunkPlan& plan, std::uint64_t requests) {
-  plan.lower_bound_bytes =
-      peak_live_bytes(plan.slots, [](const PlannedSlot& s) { return s.kind != SlotKind::Dynamic; });
-  plan.dynamic_peak_bytes =
-      peak_live_bytes(plan.slots, [](const PlannedSlot& s) { return s.kind == SlotKind::Dynamic; });
+// Mappings live at once and VMM calls per iteration, on the iteration's own timeline: a slot
+// carried into the next iteration stays mapped in every window.
+void fill_mapping_figures(ChunkPlan& plan, std::uint64_t requests) {
   plan.mappings = 0;
   plan.vmm_ops_per_iteration = 0;
   switch (plan.mode) {
@@ -103,8 +102,9 @@ void fill_figures(ChunkPlan& plan, std::uint64_t requests) {
       std::vector<std::int64_t> live(w + 1, 0);
       for (const PlannedSlot& s : plan.slots) {
         if (s.chunks.empty()) continue;
-        const std::uint64_t first = window_of(s.start);
-        const std::uint64_t last = window_of(s.end - 1);
+        const bool carried = s.end > requests;
+        const std::uint64_t first = carried ? 0 : window_of(s.start);
+        const std::uint64_t last = carried ? w - 1 : window_of(s.end - 1);
         const auto n = static_cast<std::int64_t>(s.chunks.size());
         live[first] += n;
         live[last + 1] -= n;
@@ -305,7 +305,9 @@ ChunkPlan plan_iteration(const Trace& trace, std::uint32_t iteration, const Plan
     throw UsageError("windowed plans need at least one window");
   }
   const std::uint64_t small = options.small_threshold == 0 ? g : options.small_threshold;
-  const IterationSlots in = classify_slots(trace, iteration, small);
+  IterationSlots in = classify_slots(trace, iteration, small);
+  // Placed on the timeline that makes slots carried into the next iteration plain intervals.
+  const auto lifetimes = rotate_lifetimes(in.slots, in.requests);
 
   ChunkPlan plan;
   if (options.mode == PlanMode::Offset) {
@@ -324,7 +326,12 @@ ChunkPlan plan_iteration(const Trace& trace, std::uint32_t iteration, const Plan
   plan.signature = signature_of(trace, iteration);
   plan.windows = options.mode == PlanMode::Windowed ? options.windows : 1;
   fill_budgets(plan, in.max_size);
-  fill_figures(plan, in.requests);
+  plan.lower_bound_bytes =
+      peak_live_bytes(plan.slots, [](const PlannedSlot& s) { return s.kind != SlotKind::Dynamic; });
+  plan.dynamic_peak_bytes =
+      peak_live_bytes(plan.slots, [](const PlannedSlot& s) { return s.kind == SlotKind::Dynamic; });
+  restore_lifetimes(plan.slots, lifetimes);
+  fill_mapping_figures(plan, in.requests);
   return plan;
 }
 

@@ -47,6 +47,14 @@ class Findings {
   PlanValidation* v_;
 };
 
+// A slot's lifetime on the iteration's timeline: [start, end), or for a slot carried into the
+// next iteration (end past the requests) [start, requests) and [0, end - requests).
+std::vector<std::pair<std::uint64_t, std::uint64_t>> live_intervals(const PlannedSlot& s,
+                                                                    std::uint64_t requests) {
+  if (s.end <= requests) return {{s.start, s.end}};
+  return {{s.start, requests}, {0, s.end - requests}};
+}
+
 void check_slot_shapes(const ChunkPlan& plan, Findings& findings) {
   const std::uint64_t g = plan.granularity;
   for (std::size_t i = 0; i < plan.slots.size(); ++i) {
@@ -54,9 +62,11 @@ void check_slot_shapes(const ChunkPlan& plan, Findings& findings) {
     if (i > 0 && s.ordinal <= plan.slots[i - 1].ordinal) {
       findings.add("slot ", i, ": ordinal ", s.ordinal, " does not follow ", plan.slots[i - 1].ordinal);
     }
-    if (s.start >= s.end || s.end > plan.signature.requests) {
+    const std::uint64_t requests = plan.signature.requests;
+    if (s.start >= s.end || s.start >= requests || (s.end > requests && s.end - requests > s.start)) {
       findings.add("slot ", s.ordinal, ": lifetime [", s.start, ", ", s.end,
-                   ") is not inside the iteration's ", plan.signature.requests, " requests");
+                   ") is not inside the iteration's ", requests,
+                   " requests, nor carried into the next without meeting its next instance");
     }
     for (std::uint32_t c : s.chunks) {
       if (c >= plan.num_chunks) {
@@ -94,7 +104,9 @@ std::vector<ChunkUse> chunk_uses(const ChunkPlan& plan) {
       const std::uint64_t lo = std::max(s.offset, range_lo);
       const std::uint64_t hi = std::min(s.offset + s.size, range_lo + g);
       if (lo >= hi) continue;
-      uses.push_back({s.chunks[j], s.start, s.end, lo - range_lo, hi - range_lo, i});
+      for (const auto& [start, end] : live_intervals(s, plan.signature.requests)) {
+        uses.push_back({s.chunks[j], start, end, lo - range_lo, hi - range_lo, i});
+      }
     }
   }
   std::sort(uses.begin(), uses.end(), [](const ChunkUse& a, const ChunkUse& b) {
@@ -156,8 +168,10 @@ std::uint64_t recompute_lower_bound(const ChunkPlan& plan) {
   std::vector<std::pair<std::uint64_t, std::int64_t>> steps;
   for (const PlannedSlot& s : plan.slots) {
     if (s.kind == SlotKind::Dynamic) continue;
-    steps.emplace_back(s.start, static_cast<std::int64_t>(s.size));
-    steps.emplace_back(s.end, -static_cast<std::int64_t>(s.size));
+    for (const auto& [start, end] : live_intervals(s, plan.signature.requests)) {
+      steps.emplace_back(start, static_cast<std::int64_t>(s.size));
+      steps.emplace_back(end, -static_cast<std::int64_t>(s.size));
+    }
   }
   std::sort(steps.begin(), steps.end());
   std::int64_t now = 0, peak = 0;
@@ -172,14 +186,16 @@ void check_budgets(const ChunkPlan& plan, const std::vector<BusyInterval>& busy,
                    Findings& findings) {
   for (const PlannedSlot& s : plan.slots) {
     for (std::uint32_t c : s.budget_chunks) {
-      // Busy intervals are sorted by (chunk, start) and disjoint within a chunk.
-      auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(std::uint64_t{c}, s.start),
-                                 [](const BusyInterval& b, const std::pair<std::uint64_t, std::uint64_t>& key) {
-                                   return std::tie(b.chunk, b.end) <= std::tie(key.first, key.second);
-                                 });
-      if (it != busy.end() && it->chunk == c && it->start < s.end) {
-        findings.add("dynamic slot ", s.ordinal, ": budget chunk ", c, " is busy over [",
-                     it->start, ", ", it->end, ") inside its lifetime [", s.start, ", ", s.end, ")");
+      for (const auto& [start, end] : live_intervals(s, plan.signature.requests)) {
+        // Busy intervals are sorted by (chunk, start) and disjoint within a chunk.
+        auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(std::uint64_t{c}, start),
+                                   [](const BusyInterval& b, const std::pair<std::uint64_t, std::uint64_t>& key) {
+                                     return std::tie(b.chunk, b.end) <= std::tie(key.first, key.second);
+                                   });
+        if (it != busy.end() && it->chunk == c && it->start < end) {
+          findings.add("dynamic slot ", s.ordinal, ": budget chunk ", c, " is busy over [",
+                       it->start, ", ", it->end, ") inside its lifetime [", s.start, ", ", s.end, ")");
+        }
       }
     }
   }

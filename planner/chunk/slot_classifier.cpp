@@ -59,7 +59,19 @@ IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
   IterationSlots out;
   out.requests = positions.size();
   const OrdinalSizes across = sizes_across_iterations(trace, iteration);
-  for (const Lifetime& l : compute_lifetimes(trace)) {
+  const std::vector<Lifetime> lifetimes = compute_lifetimes(trace);
+  // The tensors of earlier iterations freed in this one (last step's gradients, freed by this
+  // step's zero_grad), by (size, stream), in the order of their frees: the tensors of this
+  // iteration that live on into the next are taken to be freed there at the same times.
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::uint64_t>> carried_frees;
+  for (const Lifetime& l : lifetimes) {
+    if (l.iteration < iteration && !l.persistent && trace.events[l.end].iteration == iteration) {
+      carried_frees[{l.size, l.stream}].push_back(relative(l.end));
+    }
+  }
+  for (auto& [key, times] : carried_frees) std::sort(times.begin(), times.end());
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::size_t> carried_used;
+  for (const Lifetime& l : lifetimes) {
     if (l.iteration != iteration) continue;
     const std::uint64_t ordinal = out.allocations++;
     if (iteration == 0 && l.persistent) continue;
@@ -68,19 +80,40 @@ IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
     s.size = l.size;
     s.stream = l.stream;
     const bool freed_here = !l.persistent && trace.events[l.end].iteration == iteration;
+    bool meets_next_instance = false;
     if (freed_here) {
       s.start = relative(l.start);
       s.end = relative(l.end);
     } else {
+      // Live on into the next iteration: over [start, requests) and, wrapping around,
+      // [0, free) of the next, written as [start, requests + free). Without a matching free of
+      // the iteration before, or if that free comes after this allocation (the tensor would
+      // meet its own next instance), over the whole iteration.
       s.start = 0;
       s.end = out.requests;
+      const auto key = std::make_pair(l.size, l.stream);
+      const auto frees = carried_frees.find(key);
+      std::size_t& used = carried_used[key];
+      if (frees != carried_frees.end() && used < frees->second.size()) {
+        const std::uint64_t next_free = frees->second[used++];
+        const std::uint64_t allocated = relative(l.start);
+        if (next_free <= allocated) {
+          s.start = allocated;
+          s.end = out.requests + next_free;
+        } else {
+          // Made before its previous instance is freed (an optimizer step that writes new
+          // parameters or states, then drops the old): its slot is always still held when it
+          // is asked for, so planned in place it would only reserve pool bytes it never gets.
+          meets_next_instance = true;
+        }
+      }
     }
     // A 0-byte tensor (torch.empty(0), an MoE expert that got no tokens) holds no bytes: it
     // gets no chunks and no budget. As a Dynamic slot it is matched by position like any other
     // request, so the plan installs (a Static slot of size 0 is refused by the installer) and
     // the runtime serves it outside the pool; planned at the alignment instead, it would be a
     // slot of 512 bytes that a 0-byte request never matches (a miss every iteration).
-    if (l.dynamic || across.varies[ordinal] || l.size == 0) {
+    if (l.dynamic || across.varies[ordinal] || l.size == 0 || meets_next_instance) {
       s.kind = SlotKind::Dynamic;
     } else if (l.size < small_threshold) {
       s.kind = SlotKind::Small;

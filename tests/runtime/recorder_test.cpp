@@ -124,5 +124,27 @@ TEST(Recorder, AnIterationIsComparedOnce) {
   EXPECT_EQ(*varying, (std::vector<bool>(3, false)));
 }
 
+// A tensor of the previous iteration freed in this one stands in the iteration trace as an
+// allocation of the iteration before, so that the planner learns when this iteration's own
+// carried tensors are freed.
+TEST(Recorder, TensorsCarriedIntoTheIterationAppearAsAllocationsOfTheOneBefore) {
+  Recorder r;
+  const std::uint64_t grad = r.alloc(300, 0, 0, 0x1000);
+  r.next_iteration(true);
+  const std::uint64_t act = r.alloc(500, 0, 0, 0x2000);
+  r.free(grad, 300, 0, 0, 0x1000);
+  r.free(act, 500, 0, 0, 0x2000);
+  const Trace t = r.iteration_trace(VaryingSizes::Dynamic);
+  ASSERT_EQ(t.events.size(), 4u);
+  EXPECT_EQ(t.events[0].kind, EventKind::Alloc);
+  EXPECT_EQ(t.events[0].id, grad);
+  EXPECT_EQ(t.events[0].size, 300u);
+  EXPECT_EQ(t.events[0].iteration + 1, t.events[1].iteration);
+  EXPECT_EQ(t.events[2].kind, EventKind::Free);
+  EXPECT_EQ(t.events[2].id, grad);
+  EXPECT_TRUE(validate_trace(t).empty()) << validate_trace(t);
+  EXPECT_EQ(signature_of(t, t.events[1].iteration).allocations, 1u);
+}
+
 }  // namespace
 }  // namespace stalloc

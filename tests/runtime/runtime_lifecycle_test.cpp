@@ -68,6 +68,41 @@ TEST(RuntimeLifecycle, LargeUnplannedTensorsGetADedicatedRange) {
   }
 }
 
+// Gradients made in backward and freed by the next step's zero_grad: planned wrapped around
+// the iteration's end, they share chunks with the forward's activations, every request of the
+// planned iterations takes its slot and the data survive.
+TEST(RuntimeLifecycle, GradientsCarriedIntoTheNextIterationShareTheActivationsChunks) {
+  TraceBuilder b;
+  std::uint64_t grad = UINT64_MAX;
+  for (int it = 0; it < 6; ++it) {
+    const std::uint64_t input = b.alloc(2 * kG);
+    if (grad != UINT64_MAX) b.free(grad);
+    const std::uint64_t a1 = b.alloc(6 * kG);
+    const std::uint64_t a2 = b.alloc(6 * kG);
+    b.free(a2);
+    grad = b.alloc(6 * kG);
+    b.free(a1);
+    b.free(input);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  ReplayOptions options;
+  options.verify = true;
+  const ReplayResult r = replay_trace(rt, b.trace(), options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  ASSERT_EQ(r.iterations.size(), 6u);
+  for (std::size_t i = 3; i < 6; ++i) {
+    EXPECT_EQ(r.iterations[i].matches, 4u) << i;
+    EXPECT_EQ(r.iterations[i].conflicts, 0u) << i;
+    EXPECT_EQ(r.iterations[i].vmm_calls, 0u) << i;
+  }
+  // Input, the last gradient, then input and two activations: 14 chunks at most; with the
+  // gradient's slot over the whole iteration the pool alone took 20.
+  EXPECT_EQ(rt.stats().pool_bytes, 14 * kG);
+}
+
 TEST(RuntimeLifecycle, PlansAtAMultipleOfTheDriversGranularity) {
   auto driver = host_driver();
   Runtime rt(test_config("granularity:" + std::to_string(4 * kG)), *driver);

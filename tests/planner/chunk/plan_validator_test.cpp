@@ -82,11 +82,26 @@ TEST(PlanValidator, ChecksShapes) {
   p.slots[0].chunks = {0};
   EXPECT_TRUE(has_error(validate_plan(p), "1 chunks, its range needs 2"));
   p = good_plan();
-  p.slots[2].end = 11;
+  p.slots[2].end = 16;  // carried 6 requests into the next iteration: meets its own next instance at 5
+  EXPECT_TRUE(has_error(validate_plan(p), "is not inside the iteration"));
+  p = good_plan();
+  p.slots[2].start = 10;
   EXPECT_TRUE(has_error(validate_plan(p), "is not inside the iteration"));
   p = good_plan();
   std::swap(p.slots[0].ordinal, p.slots[1].ordinal);
   EXPECT_TRUE(has_error(validate_plan(p), "does not follow"));
+}
+
+// A slot carried into the next iteration, [start, requests + f), is live over [0, f) too.
+TEST(PlanValidator, CarriedSlotsWrapAroundTheIteration) {
+  ChunkPlan p = good_plan();
+  p.slots[2].end = 11;  // chunk 0 again over [0, 1), while slot 0 holds it
+  EXPECT_TRUE(has_error(validate_plan(p), "overlap in chunk 0"));
+  p = good_plan();
+  p.slots[1].end = 12;  // chunk 1's bytes [512, 1024) over [0, 2) too: slot 0 has [0, 512)
+  const PlanValidation v = validate_plan(p);
+  EXPECT_TRUE(v.ok) << (v.errors.empty() ? "" : v.errors[0]);
+  EXPECT_EQ(v.lower_bound_bytes, 2 * G + 512);
 }
 
 TEST(PlanValidator, ChecksFiguresAgainstTheSlots) {

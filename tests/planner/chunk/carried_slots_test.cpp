@@ -1,0 +1,100 @@
+// Tensors made in one iteration and freed in the next: planned wrapped around the iteration's
+// end when their previous instance is freed before they are made (gradients dropped by the
+// next step's zero_grad), left out of the pool when it is freed after (an optimizer step that
+// writes new states, then drops the old).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "planner/chunk/chunk_plan.h"
+#include "planner/chunk/plan_validator.h"
+#include "planner/chunk/slot_classifier.h"
+#include "tests/planner/chunk/chunk_plan_test_traces.h"
+
+namespace stalloc {
+namespace {
+
+using testing::kG;
+using testing::TraceBuilder;
+
+// Per iteration: the input (2 chunks), last step's gradient freed (zero_grad), two activations
+// of 6 chunks, the second freed and the gradient (6 chunks) made in its place, the first freed,
+// the input freed. The gradient lives on into the next iteration, until its zero_grad.
+Trace zero_grad_trace(int iterations) {
+  TraceBuilder b;
+  std::uint64_t id = 1;
+  std::uint64_t grad = 0;
+  for (std::uint32_t it = 0; it < static_cast<std::uint32_t>(iterations); ++it) {
+    const std::uint64_t input = id++, a1 = id++, a2 = id++, g = id++;
+    b.alloc(input, 2 * kG, it);
+    if (grad != 0) b.free(grad, it);
+    b.alloc(a1, 6 * kG, it).alloc(a2, 6 * kG, it).free(a2, it).alloc(g, 6 * kG, it);
+    b.free(a1, it).free(input, it);
+    grad = g;
+  }
+  return b.build();
+}
+
+const PlannedSlot& slot_at(const ChunkPlan& plan, std::uint64_t ordinal) {
+  return *std::find_if(plan.slots.begin(), plan.slots.end(),
+                       [&](const PlannedSlot& s) { return s.ordinal == ordinal; });
+}
+
+TEST(CarriedSlots, AGradientWrapsAroundTheIterationEnd) {
+  const Trace trace = zero_grad_trace(3);
+  const IterationSlots in = classify_slots(trace, 1, kG);
+  ASSERT_EQ(in.requests, 8u);
+  // The gradient (ordinal 3) is made at request 5 and freed at request 1 of the next.
+  const PlannedSlot& g = in.slots[3];
+  EXPECT_EQ(g.start, 5u);
+  EXPECT_EQ(g.end, 8u + 1u);
+  EXPECT_EQ(g.kind, SlotKind::Static);
+
+  PlanOptions options;
+  options.granularity = kG;
+  for (PlanMode mode : {PlanMode::Alias, PlanMode::Offset}) {
+    options.mode = mode;
+    const ChunkPlan plan = plan_iteration(trace, 1, options);
+    // Live at once at most: input, last gradient (requests 0-1), then input and two
+    // activations: 14 chunks; the gradient planned over the whole iteration made it 20.
+    EXPECT_EQ(plan.num_chunks, 14u) << plan_mode_name(mode);
+    EXPECT_EQ(plan.lower_bound_bytes, 14 * kG) << plan_mode_name(mode);
+    EXPECT_EQ(slot_at(plan, 3).end, 9u);  // the plan keeps the wrapped lifetime
+    const PlanValidation v = validate_plan(plan);
+    EXPECT_TRUE(v.ok) << (v.errors.empty() ? "" : v.errors[0]);
+  }
+}
+
+TEST(CarriedSlots, ATensorMadeBeforeItsPreviousInstanceIsFreedIsLeftOutOfThePool) {
+  TraceBuilder b;
+  std::uint64_t id = 1;
+  std::uint64_t state = 0;
+  for (std::uint32_t it = 0; it < 3; ++it) {
+    const std::uint64_t act = id++, next = id++;
+    b.alloc(act, 4 * kG, it).alloc(next, 3 * kG, it);
+    if (state != 0) b.free(state, it);  // the old state goes after the new one is written
+    b.free(act, it);
+    state = next;
+  }
+  const IterationSlots in = classify_slots(b.build(), 1, kG);
+  EXPECT_EQ(in.slots[1].kind, SlotKind::Dynamic);
+  EXPECT_EQ(in.slots[0].kind, SlotKind::Static);
+  PlanOptions options;
+  options.granularity = kG;
+  const ChunkPlan plan = plan_iteration(b.build(), 1, options);
+  EXPECT_EQ(plan.num_chunks, 4u);  // the activation alone
+  EXPECT_TRUE(validate_plan(plan).ok);
+}
+
+TEST(CarriedSlots, WithoutAMatchingFreeATensorStaysLiveOverTheWholeIteration) {
+  TraceBuilder b;
+  b.alloc(1, 2 * kG, 0).free(1, 0);
+  b.alloc(2, 2 * kG, 1).alloc(3, 3 * kG, 1).free(2, 1);  // 3 is never freed
+  const IterationSlots in = classify_slots(b.build(), 1, kG);
+  EXPECT_EQ(in.slots[1].start, 0u);
+  EXPECT_EQ(in.slots[1].end, in.requests);
+  EXPECT_EQ(in.slots[1].kind, SlotKind::Static);
+}
+
+}  // namespace
+}  // namespace stalloc
