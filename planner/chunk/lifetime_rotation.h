@@ -1,11 +1,11 @@
 // Plans an iteration as the circle it is. A tensor made in one iteration and freed in the next
-// (gradients made in backward, freed by the next step's zero_grad) lives over [a, T) and, wrapping
-// around, [0, f): the classifier writes it [a, T + f). The planners place intervals on a line, and
-// planning such a slot over the whole iteration kept its bytes from the forward's activations that
-// could use them between f and a (lm-small-train-ctx100: a plan of 634.8 MiB where the whole run
-// peaks at 651.1 MiB with ~314 MiB carried across the boundary). Started at t0, the latest such f,
-// the iteration's timeline makes every wrapped slot that starts at or after t0 a plain interval;
-// only slots live across t0 itself wrap and are planned over the whole iteration.
+// before its next instance is made (gradients made in backward, freed by the next step's
+// zero_grad) lives over [a, T) and, wrapping around, [0, f): the classifier writes it [a, T + f).
+// The planners place intervals on a line, and planning such a slot over the whole iteration kept
+// its bytes from the forward's activations that could use them between f and a (the gradient of
+// tests/planner/chunk/carried_slots_test.cpp: 20 chunks that way, 14 wrapped). Started at t0,
+// the latest such f, the iteration's timeline makes every wrapped slot made at or after t0 a
+// plain interval; only slots live across t0 itself wrap and are planned over the whole iteration.
 #pragma once
 
 #include <cstdint>
