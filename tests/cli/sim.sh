@@ -90,4 +90,16 @@ import json, sys
 small, large = (json.load(open(p))["results"][0]["peak_reserved_bytes"] for p in sys.argv[1:])
 assert large > small and large % (32 << 20) == 0, (small, large)
 PY
+# --suite real: the three libtorch captures and every device of the 13 snapshots (15 traces),
+# each with its time stamps' iteration time where the snapshot has them.
+"$bin" sim --suite real --allocators pytorch --json > "$tmp/real.json" 2> /dev/null || fail "--suite real failed"
+python3 - "$tmp/real.json" <<'PY' || fail "--suite real did not run the captures and snapshots"
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+names = {r["workload"] for r in results}
+assert len(names) == 18, sorted(names)
+assert {"fixed_seq128", "nca-inference-b", "embedder-train-expandable-3gpu.dev1"} <= names, sorted(names)
+stamped = [r for r in results if r["iteration_time_source"] == "time stamps"]
+assert len(stamped) == 14, [r["workload"] for r in results if r not in stamped]
+PY
 echo "sim.sh: ok"

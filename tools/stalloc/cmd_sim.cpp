@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -19,6 +21,7 @@
 #include "common/json.h"
 #include "common/units.h"
 #include "planner/generator/generator.h"
+#include "planner/trace/import_pytorch.h"
 #include "planner/trace/trace_io.h"
 #include "sim/allocator_model.h"
 #include "sim/report_html.h"
@@ -44,7 +47,8 @@ constexpr const char* kUsage =
     "  TRACE               a trace file (text or binary)\n"
     "  --preset NAME       a generator preset (repeatable; `stalloc gen --list` lists them)\n"
     "  --suite default     every preset except tiny (also what runs when no workload is given)\n"
-    "  --suite real        the traces in tests/data/real (found from the binary or the current\n"
+    "  --suite real        the libtorch captures in tests/data/real and the real GPU snapshots in\n"
+    "                      tests/data/snapshots, imported (found from the binary or the current\n"
     "                      directory)\n"
     "  --capacity BYTES    device memory (e.g. 80GiB); default unlimited\n"
     "  --granularity BYTES chunk size of the VMM-based models (default 2MiB)\n"
@@ -80,27 +84,32 @@ std::string trace_stem(const std::string& path) {
   return name;
 }
 
-std::vector<std::string> real_trace_paths() {
+// tests/data/<name>, found from the binary or the current directory.
+std::filesystem::path data_dir(const std::string& name) {
   std::vector<std::filesystem::path> dirs;
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back(exe.parent_path() / ".." / ".." / "tests" / "data" / "real");
-  dirs.push_back(std::filesystem::current_path() / "tests" / "data" / "real");
+  if (!ec) dirs.push_back(exe.parent_path() / ".." / ".." / "tests" / "data" / name);
+  dirs.push_back(std::filesystem::current_path() / "tests" / "data" / name);
   for (const auto& dir : dirs) {
-    std::vector<std::string> found;
-    if (!std::filesystem::is_directory(dir, ec)) continue;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (entry.is_regular_file() && name.find(".trace") != std::string::npos) found.push_back(entry.path().string());
-    }
-    if (!found.empty()) {
-      std::sort(found.begin(), found.end());
-      return found;
-    }
+    if (std::filesystem::is_directory(dir, ec)) return dir;
   }
   std::string looked;
   for (const auto& dir : dirs) looked += (looked.empty() ? "" : " and ") + dir.lexically_normal().string();
-  throw UsageError("--suite real: no *.trace* files in " + looked);
+  throw UsageError("--suite real: no directory " + looked);
+}
+
+// The files of `dir` whose name contains `part`, sorted.
+std::vector<std::string> files_in(const std::filesystem::path& dir, const std::string& part) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && name.find(part) != std::string::npos) found.push_back(entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty()) throw UsageError("--suite real: no *" + part + "* files in " + dir.string());
+  return found;
 }
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -355,7 +364,20 @@ int sim(const std::vector<std::string>& raw) {
         if (p.name != "tiny") preset_names.push_back(p.name);
       }
     } else if (suite == "real") {
-      for (const std::string& path : real_trace_paths()) add_file(path);
+      // The libtorch captures, then the real GPU snapshots, one workload per device traced.
+      for (const std::string& path : files_in(data_dir("real"), ".trace")) add_file(path);
+      for (const std::string& path : files_in(data_dir("snapshots"), ".pickle")) {
+        std::ifstream in(path, std::ios::binary);
+        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::vector<Trace> devices = import_pytorch_snapshot(bytes, path);
+        for (const Trace& t : devices) {
+          auto w = std::make_unique<Workload>();
+          w->name = trace_stem(std::filesystem::path(path).stem().string()) +
+                    (devices.size() > 1 ? ".dev" + std::to_string(t.device) : "");
+          w->load = [t] { return t; };
+          workloads.push_back(std::move(w));
+        }
+      }
     } else {
       throw UsageError("--suite: expected default or real, got '" + suite + "'");
     }
