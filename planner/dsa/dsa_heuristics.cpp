@@ -85,6 +85,29 @@ std::vector<std::uint32_t> make_order(const std::vector<DsaBuffer>& buffers,
   return order;
 }
 
+std::uint64_t choose_offset(const OccupancyTree& tree, std::size_t i, const DsaBuffer& b,
+                            Placement placement) {
+  std::uint64_t chosen = 0;
+  bool found = false;
+  std::uint64_t best_gap = 0;
+  const std::uint64_t top = tree.scan(i, [&](std::uint64_t begin, std::uint64_t end) {
+    const std::uint64_t at = align_up(begin, b.alignment);
+    if (at + b.size > end) return true;
+    if (placement == Placement::LowestOffset) {
+      chosen = at;
+      found = true;
+      return false;
+    }
+    if (!found || end - begin < best_gap) {
+      chosen = at;
+      best_gap = end - begin;
+      found = true;
+    }
+    return true;
+  });
+  return found ? chosen : align_up(top, b.alignment);
+}
+
 std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
                                           const std::vector<std::uint32_t>& order,
                                           Placement placement, OccupancyTree* tree,
@@ -97,26 +120,7 @@ std::vector<std::uint64_t> place_in_order(const std::vector<DsaBuffer>& buffers,
   std::vector<std::uint64_t> offsets(buffers.size(), 0);
   for (std::uint32_t i : order) {
     if (timed && (++count & 1023) == 0 && std::chrono::steady_clock::now() >= deadline) return {};
-    const DsaBuffer& b = buffers[i];
-    std::uint64_t chosen = 0;
-    bool found = false;
-    std::uint64_t best_gap = 0;
-    const std::uint64_t top = tree->scan(i, [&](std::uint64_t begin, std::uint64_t end) {
-      const std::uint64_t at = align_up(begin, b.alignment);
-      if (at + b.size > end) return true;
-      if (placement == Placement::LowestOffset) {
-        chosen = at;
-        found = true;
-        return false;
-      }
-      if (!found || end - begin < best_gap) {
-        chosen = at;
-        best_gap = end - begin;
-        found = true;
-      }
-      return true;
-    });
-    offsets[i] = found ? chosen : align_up(top, b.alignment);
+    offsets[i] = choose_offset(*tree, i, buffers[i], placement);
     tree->insert(i, offsets[i]);
   }
   return offsets;

@@ -45,6 +45,11 @@ std::vector<std::uint64_t> place_in_order(
     Placement placement, OccupancyTree* tree = nullptr,
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
+// Where `tree` (holding the buffers placed so far) puts buffer i under `placement`: the lowest
+// gap, or the tightest, that holds it, else above everything it overlaps. Does not insert it.
+std::uint64_t choose_offset(const OccupancyTree& tree, std::size_t i, const DsaBuffer& b,
+                            Placement placement);
+
 // The same offsets, by visiting every buffer each new one overlaps (the first implementation,
 // kept as the reference the tests compare with).
 std::vector<std::uint64_t> place_in_order_by_conflicts(const std::vector<DsaBuffer>& buffers,

@@ -227,26 +227,7 @@ class WindowSearch {
     for (std::uint32_t k : order_) {
       // A window of tens of thousands of buffers takes a while: give up on it at the deadline.
       if ((++count & 1023) == 0 && Clock::now() >= request_.deadline) return false;
-      const DsaBuffer& b = local_[k];
-      std::uint64_t chosen = 0;
-      bool found = false;
-      std::uint64_t best_gap = 0;
-      const std::uint64_t top = tree_.scan(k, [&](std::uint64_t begin, std::uint64_t end) {
-        const std::uint64_t at = align_up(begin, b.alignment);
-        if (at + b.size > end) return true;
-        if (placement == Placement::LowestOffset) {
-          chosen = at;
-          found = true;
-          return false;
-        }
-        if (!found || end - begin < best_gap) {
-          chosen = at;
-          best_gap = end - begin;
-          found = true;
-        }
-        return true;
-      });
-      placed_[k] = found ? chosen : align_up(top, b.alignment);
+      placed_[k] = choose_offset(tree_, k, local_[k], placement);
       tree_.insert(k, placed_[k]);
     }
     Wide before = 0;
