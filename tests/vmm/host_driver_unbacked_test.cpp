@@ -216,7 +216,9 @@ TEST(UnbackedHostDriver, HoldsNoMemoryAndMakesNoKernelArea) {
     ASSERT_EQ(driver->map(base + 2 * i * G, G, 0, chunks[i]), Status::Success);
     ASSERT_EQ(driver->set_access(base + 2 * i * G, G, Access::ReadWrite), Status::Success);
   }
-  EXPECT_LT(testing::process_areas(), areas_before + 16) << "no mmap per mapping";
+  // A backed driver needs two areas per mapping here (4000); the allocator's own heap growth
+  // (a few dozen under AddressSanitizer) is all that may appear.
+  EXPECT_LT(testing::process_areas(), areas_before + kMappings / 20) << "no mmap per mapping";
   EXPECT_EQ(testing::host_driver_memfds().files, memfds_before.files) << "no memfd";
 
   std::uint8_t byte = 1;
