@@ -7,6 +7,7 @@
 
 #include "common/units.h"
 #include "planner/trace/trace_io.h"
+#include "src/chunk_relocation.h"
 #include "src/memory_snapshot.h"
 #include "vmm/driver_factory.h"
 
@@ -147,7 +148,7 @@ void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
   const std::size_t at = allocs_in_iteration_;
   InstalledPlan* fitting = nullptr;
   for (const auto& p : cache_.installed()) {
-    if (p.get() == active_) continue;
+    if (p.get() == active_ || p->last_used <= disowned_stamp_) continue;
     const auto& slots = p->plan().slots;
     if (at >= slots.size() || slots[at].stream != stream) continue;
     if (slots[at].size == size) {
@@ -367,8 +368,27 @@ void Runtime::set_memory_fraction(double fraction) {
 
 void Runtime::step() {
   std::lock_guard lock(mutex_);
+  const bool first = !explicit_steps_;
   explicit_steps_ = true;
   end_iteration();
+  if (first && stats_.auto_steps > 0) disown_detected_iterations();
+}
+
+// The program calls step() after the detector had cut iterations (the torch extension steps
+// from the optimizer's hook, so detection runs only until the first optimizer step): what the
+// detector took for iterations was part of one, such as a pipeline schedule's repeated
+// micro-batches. Plans of those pieces would be followed into the program's real iterations
+// and their conflicts paid every iteration (llama7b-tp4pp2vpp2: 20 k conflicts and 200 k VMM
+// calls per steady iteration), so they are not chosen again and profiling starts over.
+void Runtime::disown_detected_iterations() {
+  log("stalloc runtime: step() called after " + std::to_string(stats_.auto_steps) +
+      " detected iteration boundaries; profiling again from the program's iterations");
+  transitions_.clear();
+  have_last_key_ = false;
+  profile_base_ = recorder_.iteration();
+  disowned_stamp_ = stamp_;
+  cache_.retire_idle(nullptr);
+  active_ = nullptr;
 }
 
 std::uint64_t Runtime::off_plan_requests() const {
@@ -401,7 +421,7 @@ void Runtime::end_iteration() {
       Trace trace = recorder_.iteration_trace(config_.varying_sizes, &policy);
       trace.device = driver_.device();
       key = key_of(signature_of(trace, iteration));
-      if (iteration >= config_.profile_iterations && !cache_.known(key)) {
+      if (iteration >= profile_base_ + config_.profile_iterations && !cache_.known(key)) {
         PlanOptions options;
         options.mode = config_.mode;
         options.granularity = granularity_;
@@ -431,9 +451,10 @@ void Runtime::end_iteration() {
     last_key_ = key;
     have_last_key_ = true;
   }
-  const bool keep = config_.record_trace || iteration <= config_.profile_iterations;
+  const std::uint32_t profiled_until = profile_base_ + config_.profile_iterations;
+  const bool keep = config_.record_trace || iteration <= profiled_until;
   recorder_.next_iteration(keep);
-  recorder_.set_timing(config_.record_trace || iteration + 1 <= config_.profile_iterations);
+  recorder_.set_timing(config_.record_trace || iteration + 1 <= profiled_until);
   ++stats_.iterations;
   cache_.release_retired();
   install_finished();
@@ -532,6 +553,26 @@ std::uint64_t Runtime::plan_mapping_room() const {
   return held < limit ? limit - held : 0;
 }
 
+std::vector<bool> Runtime::chunks_held_by_disowned() const {
+  std::vector<bool> held;
+  if (disowned_stamp_ == 0) return held;
+  std::vector<ChunkPiece> pieces;
+  for (const auto& plan : cache_.installed()) {
+    if (plan->last_used > disowned_stamp_ || plan->idle()) continue;
+    for (std::size_t k = 0; k < plan->slot_count(); ++k) {
+      const SlotState& slot = plan->slot(k);
+      if (!slot.live) continue;
+      pieces.clear();
+      slot.footprint.append_pieces(granularity_, &pieces);
+      for (const ChunkPiece& piece : pieces) {
+        if (held.size() <= piece.chunk) held.resize(piece.chunk + 1, false);
+        held[piece.chunk] = true;
+      }
+    }
+  }
+  return held;
+}
+
 void Runtime::install_finished() {
   std::vector<PlanCache::Finished> finished = cache_.take_finished();
   if (finished.empty()) return;
@@ -540,6 +581,8 @@ void Runtime::install_finished() {
   release_idle_unplanned();
   bool installed = false;
   for (PlanCache::Finished& f : finished) {
+    // Planned from a piece of an iteration the program has since disowned.
+    if (f.iteration < profile_base_) continue;
     if (!f.plan) {
       ++stats_.plan_failures;
       stats_.last_plan_error = f.error;
@@ -549,6 +592,11 @@ void Runtime::install_finished() {
     }
     std::string why;
     const PlanMode tried = f.plan->mode;
+    if (const std::vector<bool> held = chunks_held_by_disowned(); !held.empty()) {
+      const std::uint64_t skipped = relocate_around(*f.plan, held);
+      log("stalloc runtime: the plan skips " + std::to_string(skipped) +
+          " pool chunks held by tensors of disowned plans");
+    }
     auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_,
                                        plan_mapping_room(), &why);
     if (!plan && tried != PlanMode::Windowed) {
@@ -596,6 +644,7 @@ void Runtime::choose_plan() {
     if (active_ == nullptr) active_ = cache_.find(last_key_);
   }
   if (active_ == nullptr) active_ = cache_.most_recent();
+  if (active_ != nullptr && active_->last_used <= disowned_stamp_) active_ = nullptr;
   if (active_ != nullptr) {
     if (config_.varying_sizes == VaryingSizes::Largest ||
         config_.varying_sizes == VaryingSizes::Auto) {
@@ -663,8 +712,8 @@ void Runtime::reset_peak_stats() {
 
 void Runtime::save_trace(const std::string& path) const {
   std::lock_guard lock(mutex_);
-  const bool current_kept =
-      config_.record_trace || recorder_.iteration() <= config_.profile_iterations;
+  const bool current_kept = config_.record_trace ||
+                            recorder_.iteration() <= profile_base_ + config_.profile_iterations;
   write_trace(recorder_.retained_trace(driver_.device(), current_kept), path);
 }
 

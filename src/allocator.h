@@ -102,6 +102,9 @@ class Runtime {
   std::size_t match(const InstalledPlan& plan, std::uint64_t size, std::uint32_t stream) const;
   void switch_plan(std::uint64_t size, std::uint32_t stream);
   void end_iteration();
+  void disown_detected_iterations();
+  // Pool chunks that live tensors of disowned plans hold (empty when there are none).
+  std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.
   std::uint64_t off_plan_requests() const;
   // The iteration followed the active plan closely enough to count as its (kOffPlanShare).
@@ -154,6 +157,11 @@ class Runtime {
   bool lend_any_ = false;
   std::uint64_t live_allocations_ = 0;
   bool explicit_steps_ = false;
+  // Iterations before this one were cut by the period detector and then disowned by the
+  // program's own step(): profiling starts again here, and plans used at or before
+  // `disowned_stamp_` are not chosen.
+  std::uint32_t profile_base_ = 0;
+  std::uint64_t disowned_stamp_ = 0;
   bool have_last_key_ = false;
   SignatureKey last_key_;
   // How often each signature followed another: the next iteration is predicted to be the most

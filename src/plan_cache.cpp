@@ -38,6 +38,13 @@ void PlanCache::insert(std::unique_ptr<InstalledPlan> plan, std::uint64_t stamp,
   evict(keep);
 }
 
+void PlanCache::retire_idle(const InstalledPlan* keep) {
+  const std::size_t capacity = capacity_;
+  capacity_ = 0;
+  evict(keep);
+  capacity_ = capacity;
+}
+
 void PlanCache::evict(const InstalledPlan* keep) {
   while (installed_.size() > capacity_) {
     auto victim = installed_.end();

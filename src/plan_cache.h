@@ -47,6 +47,8 @@ class PlanCache {
   const std::vector<std::unique_ptr<InstalledPlan>>& installed() const { return installed_; }
   // Destroys the evicted plans the GPU is done with (InstalledPlan::retire); at boundaries.
   void release_retired();
+  // Evicts every idle plan but `keep`, whatever the capacity.
+  void retire_idle(const InstalledPlan* keep);
   std::size_t retiring() const { return retiring_.size(); }
   InstalledPlan* most_recent() const;
 

@@ -149,19 +149,24 @@ std::uint64_t InstalledPlan::lay_out_views() {
   std::unordered_map<std::uint32_t, std::vector<std::pair<std::uint32_t, std::uint32_t>>> holding;
   slot_view_.assign(plan_.slots.size(), UINT32_MAX);
   std::uint64_t pages = 0;
-  // An offset plan lays every slot out as consecutive chunks of one pool: the pool in chunk
-  // order is the one view they all share, each chunk mapped once.
+  // An offset plan lays every slot out as consecutive chunks of one pool: the pool's chunks in
+  // order are the one view they all share, each chunk mapped once. Only those a slot uses: a
+  // plan relocated around held chunks (chunk_relocation.h) skips them.
   if (plan_.mode == PlanMode::Offset && plan_.num_chunks > 0) {
+    std::vector<bool> used(plan_.num_chunks, false);
+    for (const PlannedSlot& s : plan_.slots) {
+      for (std::uint32_t c : s.chunks) used[c] = true;
+    }
     View pool;
-    pool.chunks.resize(plan_.num_chunks);
     for (std::uint32_t c = 0; c < plan_.num_chunks; ++c) {
-      pool.chunks[c] = c;
-      holding[c].emplace_back(0, c);
+      if (!used[c]) continue;
+      holding[c].emplace_back(0, static_cast<std::uint32_t>(pool.chunks.size()));
+      pool.chunks.push_back(c);
     }
     pool.first_window = 0;
     pool.last_window = 0;
+    pages = pool.chunks.size();
     views_.push_back(std::move(pool));
-    pages = plan_.num_chunks;
   }
   for (std::uint32_t i : order) {
     const PlannedSlot& slot = plan_.slots[i];

@@ -74,5 +74,60 @@ TEST(RuntimeAutoStep, PlansWithoutExplicitSteps) {
   EXPECT_GE(s.matches, 3 * allocations_per_iteration());
 }
 
+// A pipeline schedule: every iteration repeats one micro-batch's requests many times, so the
+// detector takes a micro-batch for an iteration until the program's first step() (the torch
+// extension steps from the optimizer's hook). One tensor of the last micro-batch of iteration 0
+// stays live for good, in a slot of a plan made from those micro-batches. Once the program
+// steps, the runtime plans its real iterations, clear of that tensor: a steady iteration follows
+// its plan with no conflict and no driver call.
+TEST(RuntimeAutoStep, DisownsMicroBatchesOnceTheProgramSteps) {
+  auto driver = host_driver();
+  Runtime rt(test_config("auto_step:true,profile_iterations:1,mode:offset"), *driver);
+  std::vector<std::pair<void*, std::uint64_t>> live;
+  auto alloc = [&](std::uint64_t size) {
+    void* p = rt.malloc(size, 0, 0);
+    EXPECT_NE(p, nullptr);
+    if (p != nullptr) std::memset(p, static_cast<int>(size % 251), 64);
+    return p;
+  };
+  auto release = [&](void* p, std::uint64_t size) {
+    EXPECT_EQ(static_cast<unsigned char*>(p)[0], size % 251) << size;
+    rt.free(p, size, 0, 0);
+  };
+  for (int w = 0; w < 3; ++w) live.emplace_back(alloc(3 * kG + 1000 * w), 3 * kG + 1000 * w);
+  constexpr int kIterations = 6;
+  constexpr int kMicroBatches = 12;
+  RuntimeStats before;
+  for (int it = 0; it < kIterations; ++it) {
+    if (it == kIterations - 1) before = rt.stats();
+    std::vector<std::pair<void*, std::uint64_t>> warm;
+    for (std::uint64_t k = 1; k <= 3; ++k) warm.emplace_back(alloc(k * kG + 4096), k * kG + 4096);
+    for (int mb = 0; mb < kMicroBatches; ++mb) {
+      const std::uint64_t x_size = 4 * kG + 512;
+      const std::uint64_t y_size = 2 * kG + 512;
+      void* x = alloc(x_size);
+      void* y = alloc(y_size);
+      release(y, y_size);
+      if (it == 0 && mb == kMicroBatches - 1) {
+        live.emplace_back(x, x_size);
+      } else {
+        release(x, x_size);
+      }
+      // A micro-batch's kernels take long enough for the background planner to finish.
+      rt.wait_for_planning();
+    }
+    for (auto [p, size] : warm) release(p, size);
+    rt.step();
+    rt.wait_for_planning();
+  }
+  const RuntimeStats after = rt.stats();
+  EXPECT_GT(after.auto_steps, 0u) << "the detector never cut a micro-batch: nothing was tested";
+  EXPECT_EQ(after.conflicts - before.conflicts, 0u);
+  EXPECT_EQ(after.misses - before.misses, 0u);
+  EXPECT_EQ(after.matches - before.matches, 3u + 2u * kMicroBatches);
+  EXPECT_EQ(after.vmm_calls() - before.vmm_calls(), 0u);
+  for (auto [p, size] : live) release(p, size);
+}
+
 }  // namespace
 }  // namespace stalloc
