@@ -130,8 +130,24 @@ std::size_t Runtime::match(const InstalledPlan& plan, std::uint64_t size,
       return cursor_;
     }
   }
-  // Resynchronise after a request the plan does not have, or one it lacks: the first slot
-  // ahead with exactly this size.
+  // The last request missed the fixed slot at the cursor: if this one is the next slot's, the
+  // last one stood for that slot with another size.
+  if (missed_at_ == cursor_ && cursor_ + 1 < slots.size() && slots[cursor_ + 1].stream == stream) {
+    const PlannedSlot& after = slots[cursor_ + 1];
+    if (size == after.size || after.kind == SlotKind::Dynamic ||
+        (size < after.size && plan.varies(cursor_ + 1))) {
+      return cursor_ + 1;
+    }
+  }
+  // Resynchronise after a request the plan does not have: a slot stepped over for it, of
+  // exactly this size (first, or a slot ahead of the same size would take this request and
+  // leave every slot between unused); after one the plan lacks: the first slot ahead with
+  // exactly this size.
+  for (std::size_t k : skipped_) {
+    if (k < cursor_ && slots[k].size == size && slots[k].stream == stream && !plan.slot(k).live) {
+      return k;
+    }
+  }
   const std::size_t last = std::min(slots.size(), cursor_ + config_.lookahead + 1);
   for (std::size_t k = cursor_ + 1; k < last; ++k) {
     if (slots[k].size == size && slots[k].stream == stream) return k;
@@ -183,19 +199,49 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     if (active_ != nullptr) {
       ++stats_.misses;
       ++misses_in_iteration_;
-      // A request past the largest size its varying slot has seen is still that ordinal's:
-      // step over the slot, so that the next request meets its own.
+      // A request larger than the largest its varying slot has seen is still that slot's
+      // ordinal: step over the slot, so that the next request meets its own.
+      //
+      // A slot the plan saw fixed that meets another size may have changed (MoE routing) or
+      // the request may be one the plan lacks (an extra tensor). Left in place after a run of
+      // changed sizes, the cursor would meet every later request with this slot, and past the
+      // lookahead nothing would match again (qwen-moe's third iteration: 157 of 18,549
+      // requests matched). Stepped over for an extra request, the next request, the slot's
+      // own, would meet the slot after its own and take it if it fits, and so on down the
+      // plan. So a first miss on a fixed slot stays; a second in a row on the same slot means
+      // the sizes changed, and both slots are stepped over (the next request's own slot is
+      // the one after them). Slots stepped over wrongly are found again among the skipped.
       const std::vector<PlannedSlot>& slots = active_->plan().slots;
-      if (cursor_ < slots.size() && slots[cursor_].stream == stream && active_->varies(cursor_) &&
-          size > slots[cursor_].size) {
+      auto step_over = [&] {
+        skipped_[skipped_next_++ % skipped_.size()] = cursor_;
         ++cursor_;
+      };
+      if (cursor_ < slots.size() && slots[cursor_].stream == stream) {
+        if (active_->varies(cursor_)) {
+          if (size > slots[cursor_].size) step_over();
+        } else if (slots[cursor_].kind != SlotKind::Dynamic &&
+                   misses_in_iteration_ <= slots_taken_in_iteration_) {
+          if (missed_at_ == cursor_) {
+            step_over();
+            if (cursor_ < slots.size() && slots[cursor_].stream == stream) step_over();
+            missed_at_ = SIZE_MAX;
+          } else {
+            missed_at_ = cursor_;
+          }
+        }
       }
     } else {
       ++stats_.unplanned;
     }
     return 0;
   }
-  cursor_ = k + 1;
+  if (k < cursor_) {
+    std::replace(skipped_.begin(), skipped_.end(), k, SIZE_MAX);
+  } else {
+    if (missed_at_ == cursor_ && k > cursor_) skipped_[skipped_next_++ % skipped_.size()] = cursor_;
+    cursor_ = k + 1;
+  }
+  missed_at_ = SIZE_MAX;
   ++slots_taken_in_iteration_;
   const PlannedSlot& planned = active_->plan().slots[k];
   active_->advance_to(planned.start);
@@ -656,6 +702,8 @@ void Runtime::choose_plan() {
     active_->restart_windows();
   }
   cursor_ = 0;
+  missed_at_ = SIZE_MAX;
+  skipped_.fill(SIZE_MAX);
   allocs_in_iteration_ = 0;
   misses_in_iteration_ = 0;
   slots_taken_in_iteration_ = 0;

@@ -17,6 +17,7 @@
 // iteration boundaries (step) or on the background thread, never on the planned path.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -150,6 +151,11 @@ class Runtime {
   // The iteration being served.
   InstalledPlan* active_ = nullptr;
   std::size_t cursor_ = 0;             // next slot expected
+  // The last slots the cursor stepped over on a mismatch (SIZE_MAX: none), still takeable.
+  std::array<std::size_t, 8> skipped_{SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX,
+                                      SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  std::size_t skipped_next_ = 0;
+  std::size_t missed_at_ = SIZE_MAX;  // the fixed slot the last request missed, left in place
   std::uint64_t allocs_in_iteration_ = 0;
   std::uint64_t misses_in_iteration_ = 0;       // requests no slot took
   std::uint64_t slots_taken_in_iteration_ = 0;  // slots a request took (conflicts included)

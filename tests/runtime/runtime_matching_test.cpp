@@ -75,6 +75,37 @@ TEST(RuntimeMatching, ResynchronisesAfterAnExtraAndAMissingRequest) {
   EXPECT_EQ(r.iterations[5].matches, per_iteration);
 }
 
+// Iteration 3 changes the sizes of a run of 20 requests the plan saw fixed (MoE routing moves
+// tokens between experts), longer than the matcher's lookahead: the run is served dynamically
+// and every request after it still gets its slot. A cursor left on the first changed slot
+// would look ahead only among the changed ones and miss all 30 after them.
+TEST(RuntimeMatching, ARunOfChangedSizesDoesNotDerailThePlan) {
+  constexpr int kRequests = 60;
+  constexpr int kChangedFrom = 10;
+  constexpr int kChanged = 20;
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int it = 0; it < 5; ++it) {
+    std::vector<std::uint64_t> ids;
+    for (int i = 0; i < kRequests; ++i) {
+      const bool changed = it == 3 && i >= kChangedFrom && i < kChangedFrom + kChanged;
+      ids.push_back(b.alloc(kG / 8 + 4096 * static_cast<std::uint64_t>(i) + (changed ? 1024 : 0)));
+    }
+    for (std::uint64_t id : ids) b.free(id);
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  ReplayResult r = replay_verified(rt, b.trace());
+  ASSERT_EQ(r.iterations.size(), 5u);
+  EXPECT_EQ(r.iterations[2].matches, static_cast<std::uint64_t>(kRequests));
+  EXPECT_EQ(r.iterations[3].misses, static_cast<std::uint64_t>(kChanged));
+  // Each of the others takes its slot; some find its bytes lent to the larger tensors of the
+  // run (served beside the plan, on its idle chunks) and are served dynamically: conflicts.
+  EXPECT_EQ(r.iterations[3].matches + r.iterations[3].conflicts,
+            static_cast<std::uint64_t>(kRequests - kChanged));
+}
+
 // Two sequence lengths alternate, after a persistent weight.
 Trace alternating_lengths_trace() {
   TraceBuilder b;
