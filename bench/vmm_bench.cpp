@@ -9,6 +9,9 @@
 // The cuda benchmarks skip with an error when no CUDA driver or device is present.
 // BM_MapSetAccessUnmap times the three calls a slot's reuse makes, map + set_access + unmap, per
 // chunk, on the backed and the unbacked host driver: what the simulator saves by not mapping.
+// BM_VmmCallSized times each call per handle of 1 to 32 granules (2 to 64 MiB): whether a call
+// costs per call or per byte is the cost model's largest unknown (docs/driver_costs.md), and it
+// decides what larger chunks would save.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -76,8 +79,8 @@ bool ok(benchmark::State& state, Status s, const char* call) {
 
 // The whole life cycle of one batch; returns the seconds spent in `measured`, or -1 on failure.
 double cycle(benchmark::State& state, Driver& driver, DevicePtr base, std::size_t g,
-             Step measured) {
-  std::vector<ChunkHandle> chunks(kBatch);
+             Step measured, std::size_t batch = kBatch) {
+  std::vector<ChunkHandle> chunks(batch);
   double seconds = 0;
   {
     StepTimer t(measured, Step::Create);
@@ -88,14 +91,14 @@ double cycle(benchmark::State& state, Driver& driver, DevicePtr base, std::size_
   }
   {
     StepTimer t(measured, Step::Map);
-    for (std::size_t i = 0; i < kBatch; ++i) {
+    for (std::size_t i = 0; i < batch; ++i) {
       if (!ok(state, driver.map(base + i * g, g, 0, chunks[i]), "map")) return -1;
     }
     seconds += t.seconds();
   }
   {
     StepTimer t(measured, Step::SetAccess);
-    for (std::size_t i = 0; i < kBatch; ++i) {
+    for (std::size_t i = 0; i < batch; ++i) {
       if (!ok(state, driver.set_access(base + i * g, g, Access::ReadWrite), "set_access")) {
         return -1;
       }
@@ -104,7 +107,7 @@ double cycle(benchmark::State& state, Driver& driver, DevicePtr base, std::size_
   }
   {
     StepTimer t(measured, Step::Unmap);
-    for (std::size_t i = 0; i < kBatch; ++i) {
+    for (std::size_t i = 0; i < batch; ++i) {
       if (!ok(state, driver.unmap(base + i * g, g), "unmap")) return -1;
     }
     seconds += t.seconds();
@@ -178,6 +181,44 @@ BENCHMARK_CAPTURE(BM_MapSetAccessUnmap, host, "host")
 BENCHMARK_CAPTURE(BM_MapSetAccessUnmap, host_unbacked, "host_unbacked")
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// The same calls on handles of state.range(0) granules; time per call.
+void BM_VmmCallSized(benchmark::State& state, const char* backend, Step step) {
+  constexpr std::size_t kSizedBatch = 8;
+  std::string why;
+  Driver* driver = driver_for(backend, &why);
+  if (driver == nullptr) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  std::size_t g = 0;
+  if (!ok(state, driver->granularity(&g), "granularity")) return;
+  const std::size_t bytes = g * static_cast<std::size_t>(state.range(0));
+  VaReservation range;
+  if (!ok(state, VaReservation::reserve(*driver, kSizedBatch * bytes, 0, &range), "reserve")) {
+    return;
+  }
+  for (auto _ : state) {
+    const double seconds = cycle(state, *driver, range.base(), bytes, step, kSizedBatch);
+    if (seconds < 0) break;
+    state.SetIterationTime(seconds / static_cast<double>(kSizedBatch));
+  }
+  state.counters["handle_bytes"] = static_cast<double>(bytes);
+}
+
+#define STALLOC_VMM_SIZED_BENCH(step_name, step, backend)                              \
+  BENCHMARK_CAPTURE(BM_VmmCallSized, step_name/backend, #backend, step)                \
+      ->UseManualTime()                                                                \
+      ->Iterations(10)                                                                 \
+      ->Arg(1)->Arg(2)->Arg(4)->Arg(10)->Arg(32)                                       \
+      ->Unit(benchmark::kMicrosecond)
+
+STALLOC_VMM_SIZED_BENCH(create, Step::Create, cuda);
+STALLOC_VMM_SIZED_BENCH(map, Step::Map, cuda);
+STALLOC_VMM_SIZED_BENCH(set_access, Step::SetAccess, cuda);
+STALLOC_VMM_SIZED_BENCH(unmap, Step::Unmap, cuda);
+STALLOC_VMM_SIZED_BENCH(release, Step::Release, cuda);
+STALLOC_VMM_SIZED_BENCH(create, Step::Create, host_unbacked);
 
 #define STALLOC_VMM_BENCH(step_name, step, backend)                                    \
   BENCHMARK_CAPTURE(BM_VmmCall, step_name/backend, #backend, step)                     \
