@@ -302,10 +302,16 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
     return nullptr;
   }
   const std::uint32_t s = sync_.index_of(stream);
-  if (config_.auto_step && !explicit_steps_ &&
-      detector_.boundary_before(size, s, live_allocations_)) {
-    ++stats_.auto_steps;
-    end_iteration();
+  if (config_.auto_step && !explicit_steps_) {
+    const std::uint64_t dropped = detector_.dropped();
+    if (detector_.boundary_before(size, s, live_allocations_)) {
+      ++stats_.auto_steps;
+      end_iteration();
+    } else if (detector_.dropped() != dropped) {
+      disown_detected_iterations("the detected period of " +
+                                 std::to_string(detector_.period_dropped()) +
+                                 " allocations ended: it was part of an iteration");
+    }
   }
   std::size_t slot_index = SIZE_MAX;
   vmm::DevicePtr p = 0;
@@ -417,18 +423,21 @@ void Runtime::step() {
   const bool first = !explicit_steps_;
   explicit_steps_ = true;
   end_iteration();
-  if (first && stats_.auto_steps > 0) disown_detected_iterations();
+  if (first && stats_.auto_steps > 0) {
+    disown_detected_iterations("step() called after " + std::to_string(stats_.auto_steps) +
+                               " detected iteration boundaries");
+  }
 }
 
-// The program calls step() after the detector had cut iterations (the torch extension steps
-// from the optimizer's hook, so detection runs only until the first optimizer step): what the
-// detector took for iterations was part of one, such as a pipeline schedule's repeated
-// micro-batches. Plans of those pieces would be followed into the program's real iterations
-// and their conflicts paid every iteration (llama7b-tp4pp2vpp2: 20 k conflicts and 200 k VMM
-// calls per steady iteration), so they are not chosen again and profiling starts over.
-void Runtime::disown_detected_iterations() {
-  log("stalloc runtime: step() called after " + std::to_string(stats_.auto_steps) +
-      " detected iteration boundaries; profiling again from the program's iterations");
+// What the detector took for iterations was part of one, such as a pipeline schedule's
+// repeated micro-batches: the program called step() after the detector had cut iterations (the
+// torch extension steps from the optimizer's hook, so detection runs only until the first
+// optimizer step), or the detected period ended. Plans of those pieces would be followed into
+// the program's real iterations and their conflicts paid every iteration (llama7b-tp4pp2vpp2:
+// 20 k conflicts and 200 k VMM calls per steady iteration), so they are not chosen again and
+// profiling starts over.
+void Runtime::disown_detected_iterations(const std::string& why) {
+  log("stalloc runtime: " + why + "; profiling again from the program's iterations");
   transitions_.clear();
   have_last_key_ = false;
   profile_base_ = recorder_.iteration();

@@ -103,7 +103,7 @@ class Runtime {
   std::size_t match(const InstalledPlan& plan, std::uint64_t size, std::uint32_t stream) const;
   void switch_plan(std::uint64_t size, std::uint32_t stream);
   void end_iteration();
-  void disown_detected_iterations();
+  void disown_detected_iterations(const std::string& why);
   // Pool chunks that live tensors of disowned plans hold (empty when there are none).
   std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.

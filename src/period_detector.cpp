@@ -31,11 +31,14 @@ bool PeriodDetector::boundary_before(std::uint64_t size, std::uint32_t stream,
   const std::uint64_t key = key_of(size, stream, live_allocations);
   if (period_ != 0) {
     ++since_boundary_;
-    if (key == boundary_key_ && since_boundary_ > period_ / 2) {
+    const bool at_boundary = key == boundary_key_ && since_boundary_ > period_ / 2;
+    if (!at_boundary && since_boundary_ <= 2 * period_) return false;
+    if (still_periodic(at_boundary)) {
+      if (!at_boundary) return false;
       since_boundary_ = 1;
       return true;
     }
-    return false;
+    // Dropped: this allocation is the first of the new search.
   }
   if (given_up_) return false;
   keys_.push_back(key);
@@ -61,6 +64,30 @@ bool PeriodDetector::boundary_before(std::uint64_t size, std::uint32_t stream,
   return false;
 }
 
+bool PeriodDetector::still_periodic(bool at_boundary) {
+  // since_boundary_ counts the last boundary's allocation and this one.
+  const std::uint64_t d = since_boundary_ - 1;
+  const bool kept = at_boundary && 4 * (d > period_ ? d - period_ : period_ - d) <= period_;
+  if (kept) {
+    ++repeats_;
+    return true;
+  }
+  if (repeats_ >= kTrustedRepeats) {
+    // An iteration that changed once: its boundaries go on where its key comes back.
+    return true;
+  }
+  // The iteration holds the whole run of the period: the two blocks it was found in and every
+  // repeat since (its multiples would repeat inside the run too).
+  dropped_period_ = period_;
+  min_period_ = (repeats_ + 2) * period_;
+  period_ = 0;
+  repeats_ = 0;
+  ++dropped_;
+  prefix_ = {0};
+  power_ = {1};
+  return false;
+}
+
 bool PeriodDetector::detect() {
   const std::size_t n = keys_.size();  // the new key is keys_[n - 1]
   auto it = seen_.find(keys_[n - 1]);
@@ -69,7 +96,7 @@ bool PeriodDetector::detect() {
   std::uint64_t best = 0;
   for (std::size_t c = 0; c < stored; ++c) {
     const std::uint64_t p = n - 1 - it->second[c];
-    if (p < 2 || 2 * p > n) continue;
+    if (p < min_period_ || 2 * p > n) continue;
     if (best != 0 && p >= best) continue;
     if (block_hash(n - 2 * p, n - p) != block_hash(n - p, n)) continue;
     std::uint64_t block_max = 0;
@@ -84,6 +111,7 @@ bool PeriodDetector::detect() {
     if (live_[i] < live_[low]) low = i;
   }
   period_ = best;
+  repeats_ = 0;
   boundary_key_ = keys_[low];
   since_boundary_ = n - low;
   keys_ = {};

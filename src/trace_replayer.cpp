@@ -84,7 +84,7 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
 
   auto issue = [&](const Event& e) {
     if (e.iteration != iteration) {
-      runtime.step();
+      if (options.step) runtime.step();
       close_iteration();
       iteration = e.iteration;
     }
@@ -142,7 +142,7 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
     run(false);
     backward.join();
   }
-  runtime.step();
+  if (options.step) runtime.step();
   close_iteration();
   for (auto& [id, p] : live) runtime.free(p, 0, device, 0);
   return result;

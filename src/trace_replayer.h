@@ -18,6 +18,9 @@ struct ReplayOptions {
   bool backward_thread = true;     // issue thread-1 events from a second std::thread
   bool wait_for_planning = true;   // deterministic: plans are installed at the next boundary
   bool time_mallocs = false;
+  // step() at each of the trace's iteration boundaries; without, the runtime's own detection
+  // (auto_step) is all there is.
+  bool step = true;
 };
 
 struct IterationReport {

@@ -77,6 +77,22 @@ if "$bin" replay "$tmp/tiny.trace" --backend cuda --gpu-lag 3 > /dev/null 2> "$t
 fi
 grep -q -- "--gpu-lag emulates GPU lag on the host backend" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
 
+# --no-step: no step() at all, the runtime finds the iterations itself and plans them; the
+# last iterations of a dense trace follow the plan as with steps.
+"$bin" gen --preset tiny --iterations 8 -o "$tmp/tiny8.trace" 2> /dev/null
+"$bin" replay "$tmp/tiny8.trace" --no-step --verify --json > "$tmp/nostep.json"
+python3 - "$tmp/nostep.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verify_errors"] == 0 and d["failed_allocations"] == 0 and d["plan_installs"] >= 1, d
+last = d["per_iteration"][-1]
+assert last["matched"] > 0 and last["misses"] == 0 and last["vmm_ops"] == 0, d["per_iteration"]
+PY
+if "$bin" replay "$tmp/tiny.trace" --no-step --conf auto_step:false > /dev/null 2> "$tmp/err.txt"; then
+  fail "--no-step with auto_step:false accepted"
+fi
+grep -q "nothing would ever end an iteration" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+
 if "$bin" replay "$tmp/missing.trace" > /dev/null 2> "$tmp/err.txt"; then fail "missing trace accepted"; fi
 grep -q "missing.trace" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
 if "$bin" replay "$tmp/tiny.trace" --conf no_such_key:1 > /dev/null 2> "$tmp/err.txt"; then

@@ -42,6 +42,64 @@ TEST(PeriodDetector, FindsTheIterationNotTheRepeatedLayers) {
   EXPECT_EQ((b[0] - 3) % per, 0u);
 }
 
+// Allocation sizes and live counts of a pipeline-like program: per iteration a warm-up, a run
+// of identical micro-batches at the peak, then a cool-down; `odd` adds one allocation to the
+// cool-down of iteration `odd`.
+struct Request {
+  std::uint64_t size;
+  std::uint64_t live;
+};
+std::vector<Request> pipeline_requests(int iterations, int micro_batches, int odd = -1) {
+  std::vector<Request> out;
+  std::uint64_t live = 3;
+  for (int it = 0; it < iterations; ++it) {
+    for (std::uint64_t w = 0; w < 4; ++w) out.push_back({1000 + w, live++});
+    for (int mb = 0; mb < micro_batches; ++mb) {
+      out.push_back({5000, live});
+      out.push_back({6000, live + 1});
+      out.push_back({7000, live + 2});
+    }
+    for (std::uint64_t c = 0; c < (it == odd ? 3u : 2u); ++c) out.push_back({9000 + c, live});
+    live -= 4;
+  }
+  return out;
+}
+
+std::vector<std::size_t> boundaries(const std::vector<Request>& requests, PeriodDetector& d) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (d.boundary_before(requests[i].size, 0, requests[i].live)) out.push_back(i);
+  }
+  return out;
+}
+
+// The micro-batch repeats first and is found first; once its run ends, the period is dropped and
+// the iteration is found.
+TEST(PeriodDetector, DropsAMicroBatchPeriodForTheIteration) {
+  constexpr int kMicroBatches = 12;
+  const std::uint64_t per_iteration = 4 + 3 * kMicroBatches + 2;
+  PeriodDetector d;
+  const std::vector<std::size_t> b = boundaries(pipeline_requests(8, kMicroBatches), d);
+  EXPECT_EQ(d.dropped(), 1u);
+  EXPECT_EQ(d.period(), per_iteration);
+  ASSERT_GE(b.size(), 3u);
+  EXPECT_EQ(b[b.size() - 1] - b[b.size() - 2], per_iteration);
+  EXPECT_EQ(b[b.size() - 2] - b[b.size() - 3], per_iteration);
+}
+
+// A period that has held kTrustedRepeats times is an iteration: one odd iteration (an extra
+// tensor) does not drop it, and boundaries go on.
+TEST(PeriodDetector, KeepsATrustedPeriodThroughOneOddIteration) {
+  constexpr int kIterations = static_cast<int>(PeriodDetector::kTrustedRepeats) + 10;
+  PeriodDetector d;
+  const std::vector<std::size_t> b =
+      boundaries(pipeline_requests(kIterations, 1, kIterations - 4), d);
+  EXPECT_EQ(d.dropped(), 0u);
+  ASSERT_GE(b.size(), 3u);
+  EXPECT_EQ(b[b.size() - 1] - b[b.size() - 2], d.period());
+  EXPECT_GE(b.size(), PeriodDetector::kTrustedRepeats);
+}
+
 TEST(PeriodDetector, NoPeriodInANonRepeatingSequence) {
   PeriodDetector d;
   for (std::uint64_t i = 0; i < 5000; ++i) EXPECT_FALSE(d.boundary_before(1000 + i, 0, i % 7));

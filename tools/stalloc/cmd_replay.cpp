@@ -1,5 +1,5 @@
 // `stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify] [--conf CONF]
-// [--gpu-lag N [--gpu-lag-seed S]] [--json]`: runs the real runtime allocator (src/allocator.h)
+// [--gpu-lag N [--gpu-lag-seed S]] [--no-step] [--json]`: runs the real runtime allocator (src/allocator.h)
 // through a trace's requests and reports what it reserved against the trace's lower bound.
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify]\n"
     "                      [--conf STALLOC_CONF] [--json] [--snapshot OUT.pickle]\n"
-    "                      [--save-trace OUT] [--gpu-lag N [--gpu-lag-seed S]]\n\n"
+    "                      [--save-trace OUT] [--gpu-lag N [--gpu-lag-seed S]] [--no-step]\n\n"
     "Runs the runtime allocator through the trace: a step() at each iteration boundary,\n"
     "backward requests (thread 1) from a second thread in the trace's order. Background\n"
     "planning is waited for at each boundary, so results are deterministic.\n"
@@ -43,7 +43,10 @@ constexpr const char* kUsage =
     "  --gpu-lag N     host backend: recorded events complete only after N queries, as\n"
     "                  GPU work still running (vmm/host_driver.h, HostLag); 0: none\n"
     "  --gpu-lag-seed S  each event draws its lag from [0, N] with this seed (default 0:\n"
-    "                  every event takes N)";
+    "                  every event takes N)\n"
+    "  --no-step       never call step(): the runtime finds iteration boundaries itself\n"
+    "                  (auto_step, docs/runtime.md), as for a program that never steps;\n"
+    "                  per-iteration figures still follow the trace's iterations";
 
 struct Summary {
   std::uint64_t lower_bound = 0;
@@ -179,6 +182,7 @@ int run_replay(const std::vector<std::string>& raw) {
   Args args(raw);
   const bool json = args.flag("--json");
   const bool verify = args.flag("--verify");
+  const bool no_step = args.flag("--no-step");
   std::string plan_path, backend = "host", conf;
   const bool have_plan = args.option("--plan", &plan_path);
   const bool have_backend = args.option("--backend", &backend);
@@ -207,7 +211,10 @@ int run_replay(const std::vector<std::string>& raw) {
   if (have_backend || conf.find("backend") == std::string::npos) config.backend = backend;
   // The trace knows its iteration boundaries and the replay steps at each: detection would only
   // add boundaries of its own before the first step.
-  if (conf.find("auto_step") == std::string::npos) config.auto_step = false;
+  if (conf.find("auto_step") == std::string::npos) config.auto_step = no_step;
+  if (no_step && !config.auto_step) {
+    throw UsageError("--no-step with auto_step:false: nothing would ever end an iteration");
+  }
 
   const Trace trace = read_trace(pos[0]);
   if (std::string problem = validate_trace(trace); !problem.empty()) {
@@ -252,6 +259,7 @@ int run_replay(const std::vector<std::string>& raw) {
   ReplayOptions options;
   options.verify = verify;
   options.time_mallocs = true;
+  options.step = !no_step;
   Summary s;
   s.lag = lag;
   s.result = replay_trace(runtime, trace, options);
