@@ -122,17 +122,30 @@ double cycle(benchmark::State& state, Driver& driver, DevicePtr base, std::size_
   return seconds;
 }
 
-void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
+// The backend's driver, its handle size (`granules` granules) and a range reserved for `batch`
+// handles; nullptr (the benchmark skipped with the reason) when any of them cannot be had.
+Driver* prepare(benchmark::State& state, const char* backend, std::size_t granules,
+                std::size_t batch, std::size_t* bytes, VaReservation* range) {
   std::string why;
   Driver* driver = driver_for(backend, &why);
   if (driver == nullptr) {
     state.SkipWithError(why.c_str());
-    return;
+    return nullptr;
   }
   std::size_t g = 0;
-  if (!ok(state, driver->granularity(&g), "granularity")) return;
+  if (!ok(state, driver->granularity(&g), "granularity")) return nullptr;
+  *bytes = g * granules;
+  if (!ok(state, VaReservation::reserve(*driver, batch * *bytes, 0, range), "reserve")) {
+    return nullptr;
+  }
+  return driver;
+}
+
+void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
+  std::size_t g = 0;
   VaReservation range;
-  if (!ok(state, VaReservation::reserve(*driver, kBatch * g, 0, &range), "reserve")) return;
+  Driver* driver = prepare(state, backend, 1, kBatch, &g, &range);
+  if (driver == nullptr) return;
   for (auto _ : state) {
     const double seconds = cycle(state, *driver, range.base(), g, step);
     if (seconds < 0) break;
@@ -143,16 +156,10 @@ void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
 
 // map + set_access + unmap of a batch of chunks, again and again; time per chunk.
 void BM_MapSetAccessUnmap(benchmark::State& state, const char* backend) {
-  std::string why;
-  Driver* driver = driver_for(backend, &why);
-  if (driver == nullptr) {
-    state.SkipWithError(why.c_str());
-    return;
-  }
   std::size_t g = 0;
-  if (!ok(state, driver->granularity(&g), "granularity")) return;
   VaReservation range;
-  if (!ok(state, VaReservation::reserve(*driver, kBatch * g, 0, &range), "reserve")) return;
+  Driver* driver = prepare(state, backend, 1, kBatch, &g, &range);
+  if (driver == nullptr) return;
   std::vector<ChunkHandle> chunks(kBatch);
   for (auto& c : chunks) {
     if (!ok(state, driver->create(&c, g), "create")) return;
@@ -185,19 +192,11 @@ BENCHMARK_CAPTURE(BM_MapSetAccessUnmap, host_unbacked, "host_unbacked")
 // The same calls on handles of state.range(0) granules; time per call.
 void BM_VmmCallSized(benchmark::State& state, const char* backend, Step step) {
   constexpr std::size_t kSizedBatch = 8;
-  std::string why;
-  Driver* driver = driver_for(backend, &why);
-  if (driver == nullptr) {
-    state.SkipWithError(why.c_str());
-    return;
-  }
-  std::size_t g = 0;
-  if (!ok(state, driver->granularity(&g), "granularity")) return;
-  const std::size_t bytes = g * static_cast<std::size_t>(state.range(0));
+  std::size_t bytes = 0;
   VaReservation range;
-  if (!ok(state, VaReservation::reserve(*driver, kSizedBatch * bytes, 0, &range), "reserve")) {
-    return;
-  }
+  Driver* driver = prepare(state, backend, static_cast<std::size_t>(state.range(0)), kSizedBatch,
+                           &bytes, &range);
+  if (driver == nullptr) return;
   for (auto _ : state) {
     const double seconds = cycle(state, *driver, range.base(), bytes, step, kSizedBatch);
     if (seconds < 0) break;
