@@ -512,6 +512,9 @@ void Runtime::end_iteration() {
   recorder_.set_timing(config_.record_trace || iteration + 1 <= profiled_until);
   ++stats_.iterations;
   cache_.release_retired();
+  // No plan is followed until choose_plan: an install short of mapping room may retire any
+  // idle plan, the last one followed included.
+  active_ = nullptr;
   install_finished();
   choose_plan();
   // Serving from a plan without Dynamic slots, memory kept for unplanned reuse is only waste:
@@ -551,6 +554,14 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
     // Memory pressure: what the arenas kept mapped for reuse went back; one more try.
     p = serve();
   }
+  // Then the mappings of plans no tensor lives in, the one followed included: this iteration is
+  // served dynamically from here on rather than fail while memory is free.
+  if (p == 0 && retire_idle_plans(nullptr)) {
+    if (active_ == nullptr) lender_.lend_any();  // what it lent from named the retired plan
+    p = serve();
+  }
+  // Then the views of installed plans that no live tensor uses (mapped again when wanted).
+  if (p == 0 && shed_plan_views() > 0) p = serve();
   // Following the plan, this iteration needs more than the plan leaves idle (a longer
   // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
   // risk of conflicts with later slots, rather than grow memory beside the pool.
@@ -608,6 +619,41 @@ std::uint64_t Runtime::plan_mapping_room() const {
   return held < limit ? limit - held : 0;
 }
 
+std::uint64_t Runtime::make_mapping_room(std::uint64_t needed) {
+  const std::uint64_t room = plan_mapping_room();
+  if (room >= needed || !retire_idle_plans(active_)) return room;
+  return plan_mapping_room();
+}
+
+std::uint64_t Runtime::shed_plan_views() {
+  const std::uint64_t limit =
+      config_.max_mappings != 0 ? config_.max_mappings : driver_.mapping_limit();
+  // A sixteenth of the limit at a time, so that the next pages need not shed again at once.
+  const std::uint64_t wanted = std::max<std::uint64_t>(limit / 16, 1);
+  std::uint64_t freed = 0;
+  for (const auto& plan : cache_.installed()) {
+    if (freed >= wanted) break;
+    freed += plan->shed_idle_views(wanted - freed);
+  }
+  if (freed > 0) {
+    log("stalloc runtime: " + std::to_string(freed) + " chunk mappings of plan views shed");
+  }
+  return freed;
+}
+
+bool Runtime::retire_idle_plans(const InstalledPlan* keep) {
+  const std::uint64_t before = driver_.counters().live_mappings;
+  cache_.retire_idle(keep);
+  if (active_ != nullptr && !cache_.holds(active_)) active_ = nullptr;
+  cache_.release_retired();
+  const std::uint64_t after = driver_.counters().live_mappings;
+  if (after < before) {
+    log("stalloc runtime: idle plans retired for " + std::to_string(before - after) +
+        " chunk mappings");
+  }
+  return after < before;
+}
+
 std::vector<bool> Runtime::chunks_held_by_disowned() const {
   std::vector<bool> held;
   if (disowned_stamp_ == 0) return held;
@@ -653,7 +699,7 @@ void Runtime::install_finished() {
           " pool chunks held by tensors of disowned plans");
     }
     auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_,
-                                       plan_mapping_room(), &why);
+                                       [this](std::uint64_t needed) { return make_mapping_room(needed); }, &why);
     if (!plan && tried != PlanMode::Windowed) {
       // Alias mode maps every slot at once, which may exceed the live mappings the driver
       // allows: an offset plan maps each chunk once, windowed mode only what a window uses.
@@ -723,7 +769,7 @@ void Runtime::add_plan(ChunkPlan plan) {
   std::lock_guard lock(mutex_);
   std::string why;
   auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_,
-                                          plan_mapping_room(), &why);
+                                          [this](std::uint64_t needed) { return make_mapping_room(needed); }, &why);
   if (!installed) throw UsageError("cannot install the plan: " + why);
   cache_.insert(std::move(installed), ++stamp_, active_);
   ++stats_.plan_installs;
@@ -733,6 +779,8 @@ void Runtime::add_plan(ChunkPlan plan) {
 
 void Runtime::wait_for_planning() {
   std::lock_guard lock(mutex_);
+  // Between iterations no plan is followed until choose_plan (end_iteration).
+  if (allocs_in_iteration_ == 0) active_ = nullptr;
   // A plan that cannot be mapped is planned again another way: wait for that one too.
   while (cache_.pending() > 0) {
     cache_.wait();

@@ -114,6 +114,16 @@ class Runtime {
   // Chunk mappings a plan installed now may hold: the live mappings limit (max_mappings, else
   // the driver's) less what is mapped already and an eighth for the unplanned paths.
   std::uint64_t plan_mapping_room() const;
+  // The mapping room for a plan that needs `needed`, after retiring idle plans if that is what
+  // it takes.
+  std::uint64_t make_mapping_room(std::uint64_t needed);
+  // Live mappings are a budget, not a wall: an installed plan that no tensor lives in keeps its
+  // views mapped only for a later iteration of its signature. Retires those but `keep` (the
+  // plan followed stops being followed if retired); true when mappings came back.
+  bool retire_idle_plans(const InstalledPlan* keep);
+  // Unmaps installed plans' views that no live tensor uses (InstalledPlan::shed_idle_views);
+  // returns the mappings freed.
+  std::uint64_t shed_plan_views();
   void choose_plan();
   std::uint16_t thread_index();
   void log(const std::string& line) const;

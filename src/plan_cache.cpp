@@ -23,6 +23,11 @@ bool PlanCache::known(const SignatureKey& key) const {
   return std::find(failed_.begin(), failed_.end(), key) != failed_.end();
 }
 
+bool PlanCache::holds(const InstalledPlan* plan) const {
+  return std::any_of(installed_.begin(), installed_.end(),
+                     [&](const std::unique_ptr<InstalledPlan>& p) { return p.get() == plan; });
+}
+
 InstalledPlan* PlanCache::most_recent() const {
   InstalledPlan* best = nullptr;
   for (const auto& p : installed_) {

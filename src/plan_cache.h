@@ -45,6 +45,7 @@ class PlanCache {
   void insert(std::unique_ptr<InstalledPlan> plan, std::uint64_t stamp, const InstalledPlan* keep);
   void mark_failed(const SignatureKey& key) { failed_.push_back(key); }
   const std::vector<std::unique_ptr<InstalledPlan>>& installed() const { return installed_; }
+  bool holds(const InstalledPlan* plan) const;
   // Destroys the evicted plans the GPU is done with (InstalledPlan::retire); at boundaries.
   void release_retired();
   // Evicts every idle plan but `keep`, whatever the capacity.

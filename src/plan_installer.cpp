@@ -58,7 +58,7 @@ InstalledPlan::InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool
 
 std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Driver& driver,
                                                       PlanPool& pool, StreamSync& sync,
-                                                      std::uint64_t max_mappings,
+                                                      const MappingRoom& room,
                                                       std::string* why) {
   // The pool's granularity: the runtime's, which STALLOC_CONF may set to a multiple of the
   // driver's (its chunks are made that size, so mappings stay aligned).
@@ -96,11 +96,13 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   }
   p->order_chunks_by_last_use();
   const std::uint64_t pages = p->lay_out_views();
-  if (cp.mode != PlanMode::Windowed && pages > max_mappings) {
-    *why = "the " + std::string(plan_mode_name(cp.mode)) + " plan needs " + std::to_string(pages) +
-           " chunk mappings, " + std::to_string(max_mappings) +
-           " are left within the live mappings limit";
-    return nullptr;
+  if (cp.mode != PlanMode::Windowed) {
+    if (const std::uint64_t max_mappings = room(pages); pages > max_mappings) {
+      *why = "the " + std::string(plan_mode_name(cp.mode)) + " plan needs " +
+             std::to_string(pages) + " chunk mappings, " + std::to_string(max_mappings) +
+             " are left within the live mappings limit";
+      return nullptr;
+    }
   }
   p->bytes_ = pages * g;
   if (pages > 0) {
@@ -348,14 +350,44 @@ void InstalledPlan::on_vacated(std::size_t index) {
 }
 
 bool InstalledPlan::ensure_mapped(std::size_t index) {
-  if (plan_.mode != PlanMode::Windowed) return true;  // mapped at install
+  const bool windowed = plan_.mode == PlanMode::Windowed;
+  if (!windowed && !shed_) return true;  // mapped at install
   const std::uint32_t o = slot_view_[index];
   View& v = views_[o];
   cancel_unmap(o);
   if (v.mapped == v.chunks.size()) return true;
   if (!map_view(o)) return false;
-  mapped_views_.push_back(o);
+  if (windowed) mapped_views_.push_back(o);
   return true;
+}
+
+std::uint64_t InstalledPlan::shed_idle_views(std::uint64_t wanted) {
+  if (plan_.mode == PlanMode::Windowed) return 0;  // its windows unmap what they do not need
+  shed_ = true;
+  const std::uint64_t before = live_mappings_;
+  std::size_t waiting = 0;
+  for (std::uint32_t o : retiring_) {
+    if (sync_.completed(&views_[o].unmap_after)) {
+      unmap_view(o);
+    } else {
+      retiring_[waiting++] = o;
+    }
+  }
+  retiring_.resize(waiting);
+  for (std::uint32_t o = 0; o < views_.size() && before - live_mappings_ < wanted; ++o) {
+    View& v = views_[o];
+    if (v.mapped == 0 || view_live_[o] > 0 || !v.unmap_after.empty()) continue;
+    if (view_used_by_[o] == 0) {
+      unmap_view(o);
+    } else if (!sync_.record(view_used_by_[o], &v.unmap_after)) {
+      sync_.discard(&v.unmap_after);  // no event, no proof the GPU is done: it stays mapped
+    } else if (sync_.completed(&v.unmap_after)) {
+      unmap_view(o);
+    } else {
+      retiring_.push_back(o);
+    }
+  }
+  return before - live_mappings_;
 }
 
 void InstalledPlan::cancel_unmap(std::uint32_t view) {

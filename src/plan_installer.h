@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -48,12 +49,16 @@ struct SlotState {
 
 class InstalledPlan {
  public:
+  // Chunk mappings a plan may hold once it is known to need `needed`: whoever installs it may
+  // make room first (the runtime retires idle plans).
+  using MappingRoom = std::function<std::uint64_t(std::uint64_t needed)>;
+
   // Validates the plan against the pool's granularity, grows the pool and maps (alias and
-  // offset modes, within max_mappings chunk mappings: a plan that needs more is refused before
-  // anything is mapped). Returns nullptr with *why on any failure, leaving nothing behind.
+  // offset modes, within the mapping room: a plan that needs more is refused before anything is
+  // mapped). Returns nullptr with *why on any failure, leaving nothing behind.
   static std::unique_ptr<InstalledPlan> install(ChunkPlan plan, vmm::Driver& driver,
                                                 PlanPool& pool, StreamSync& sync,
-                                                std::uint64_t max_mappings, std::string* why);
+                                                const MappingRoom& room, std::string* why);
   ~InstalledPlan();
   InstalledPlan(const InstalledPlan&) = delete;
   InstalledPlan& operator=(const InstalledPlan&) = delete;
@@ -74,6 +79,12 @@ class InstalledPlan {
   void restart_windows();
   // Makes sure a slot about to be handed out is mapped. False when the driver refused.
   bool ensure_mapped(std::size_t index);
+  // Mapping pressure (what is served beside the plan cannot map): alias and offset modes unmap
+  // views no live tensor uses, in view order (the iteration's first slots first), until
+  // `wanted` mappings are freed or none is left; a view the GPU may still use waits for its
+  // events and goes at a later call. ensure_mapped maps a shed view again when a slot wants it.
+  // Returns the mappings freed.
+  std::uint64_t shed_idle_views(std::uint64_t wanted);
 
   // Where a tensor of `size` bytes may start in a Dynamic slot's view: at its first page or any
   // later one that leaves the tensor inside the slot's budget; 0 when none does.
@@ -165,6 +176,7 @@ class InstalledPlan {
   std::vector<std::vector<std::uint32_t>> starting_in_window_;  // views
   std::vector<std::uint32_t> mapped_views_;
   std::vector<std::uint32_t> retiring_;
+  bool shed_ = false;  // alias and offset modes: some view was unmapped under mapping pressure
   std::vector<vmm::EventHandle> retire_after_;  // retire()'s events
 };
 

@@ -462,6 +462,73 @@ TEST(RuntimeMatching, AnAliasPlanOverTheMappingLimitFallsBackToOffset) {
   }
 }
 
+// A program that changes its iteration (another phase, another model): `first`'s iterations,
+// then four of `live` tensors of three pages and a bit, all live at once (sizes `first` never
+// asked for); with `hold_first`, each of those iterations also starts with `first`'s first
+// request and frees it last, so that the first plan's slot for it is taken and that plan is not
+// idle while the new shape is profiled.
+Trace then_another_shape(const Trace& first, std::uint64_t live, bool hold_first) {
+  TraceBuilder b;
+  std::unordered_map<std::uint64_t, std::uint64_t> id_of;
+  for (const Event& e : first.events) {
+    if (e.kind == EventKind::Alloc) {
+      id_of[e.id] = b.alloc(e.size, e.stream, e.thread);
+    } else {
+      b.free(id_of.at(e.id));
+    }
+    if (&e != &first.events.back() && (&e + 1)->iteration != e.iteration) b.next_iteration();
+  }
+  b.next_iteration();
+  for (int it = 0; it < 4; ++it) {
+    std::vector<std::uint64_t> ids;
+    if (hold_first) ids.push_back(b.alloc(first.events.front().size));
+    for (std::uint64_t i = 0; i < live; ++i) ids.push_back(b.alloc(3 * kG + 100 + 64 * i));
+    for (std::uint64_t id : ids) b.free(id);
+    b.next_iteration();
+  }
+  return b.trace();
+}
+
+// Live mappings are a budget, not a wall: an installed plan's views give way when tensors
+// served beside it need the mappings, rather than an allocation fail while memory is free.
+// Idle, the first plan is retired (the new shape's plan then installs in its place); holding a
+// tensor, it unmaps the views no tensor uses (InstalledPlan::shed_idle_views).
+void expect_the_new_shape_is_served(bool hold_first) {
+  const int per_iteration = 96;
+  const Trace first = staggered_trace(4, per_iteration, 4);
+  std::uint64_t plan_mappings = 0;
+  {
+    auto driver = host_driver();
+    Runtime rt(test_config("profile_iterations:1,mode:alias"), *driver);
+    replay_verified(rt, first);
+    ASSERT_EQ(rt.stats().plan_installs, 1u);
+    plan_mappings = driver->counters().live_mappings;
+  }
+  ASSERT_GT(plan_mappings, 100u);
+  // More pages than the first plan's mappings, and together with them more than the driver
+  // allows.
+  const std::uint64_t limit = 2 * plan_mappings;
+  const std::uint64_t live = plan_mappings / 3 + 8;
+  ASSERT_GT(plan_mappings + 3 * live, limit);
+  auto driver = host_driver(0, limit);
+  Runtime rt(test_config("profile_iterations:1,mode:alias"), *driver);
+  const ReplayResult r = replay_verified(rt, then_another_shape(first, live, hold_first));
+  EXPECT_EQ(r.failed_allocations, 0u);
+  EXPECT_EQ(rt.stats().ooms, 0u);
+  EXPECT_LE(driver->counters().peak_live_mappings, limit);
+  EXPECT_EQ(r.iterations[3].matches, static_cast<std::uint64_t>(per_iteration));
+  EXPECT_GE(rt.stats().plan_installs, 2u);  // the second shape is planned too
+  EXPECT_EQ(r.iterations[7].misses, 0u);
+}
+
+TEST(RuntimeMatching, AnIdlePlanIsRetiredRatherThanAnAllocationFail) {
+  expect_the_new_shape_is_served(false);
+}
+
+TEST(RuntimeMatching, AFollowedPlanShedsViewsNoTensorUsesRatherThanAnAllocationFail) {
+  expect_the_new_shape_is_served(true);
+}
+
 // Slots whose chunk sequences repeat share views: the installed plan holds fewer mappings than
 // its slots have chunks, and every request still gets bytes no other live tensor has (verified
 // patterns).
