@@ -562,6 +562,9 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
   }
   // Then the views of installed plans that no live tensor uses (mapped again when wanted).
   if (p == 0 && shed_plan_views() > 0) p = serve();
+  // What was retired or shed may wait for GPU work: a failure waits a little for it, as
+  // PyTorch's allocator synchronizes before it raises.
+  if (p == 0 && wait_for_unmaps()) p = serve();
   // Following the plan, this iteration needs more than the plan leaves idle (a longer
   // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
   // risk of conflicts with later slots, rather than grow memory beside the pool.
@@ -621,7 +624,10 @@ std::uint64_t Runtime::plan_mapping_room() const {
 
 std::uint64_t Runtime::make_mapping_room(std::uint64_t needed) {
   const std::uint64_t room = plan_mapping_room();
-  if (room >= needed || !retire_idle_plans(active_)) return room;
+  if (room >= needed) return room;
+  // At a boundary the GPU may still run the last iteration's work on the retired views: the
+  // install waits a little for it rather than fall back to a mode that maps more per iteration.
+  if (!retire_idle_plans(active_) && !wait_for_unmaps()) return room;
   return plan_mapping_room();
 }
 
@@ -639,6 +645,24 @@ std::uint64_t Runtime::shed_plan_views() {
     log("stalloc runtime: " + std::to_string(freed) + " chunk mappings of plan views shed");
   }
   return freed;
+}
+
+bool Runtime::wait_for_unmaps() {
+  const std::uint64_t before = driver_.counters().live_mappings;
+  for (int poll = 0; poll < kUnmapPolls; ++poll) {
+    cache_.release_retired();
+    for (const auto& plan : cache_.installed()) plan->shed_idle_views(0);
+    poll_unplanned();
+    if (driver_.counters().live_mappings < before) return true;
+    const bool pending =
+        cache_.retiring() > 0 ||
+        std::any_of(cache_.installed().begin(), cache_.installed().end(),
+                    [](const auto& plan) { return plan->unmaps_pending(); }) ||
+        std::any_of(packed_.begin(), packed_.end(),
+                    [](const auto& arena) { return arena && arena->unmaps_pending(); });
+    if (!pending) return false;
+  }
+  return false;
 }
 
 bool Runtime::retire_idle_plans(const InstalledPlan* keep) {

@@ -124,6 +124,11 @@ class Runtime {
   // Unmaps installed plans' views that no live tensor uses (InstalledPlan::shed_idle_views);
   // returns the mappings freed.
   std::uint64_t shed_plan_views();
+  // Polls the events that retired plans and shed views wait for, at most kUnmapPolls times
+  // (a bounded spin on a GPU: the torch extension's own retries wait longer); true when
+  // mappings came back.
+  bool wait_for_unmaps();
+  static constexpr int kUnmapPolls = 10000;
   void choose_plan();
   std::uint16_t thread_index();
   void log(const std::string& line) const;

@@ -78,6 +78,8 @@ class PackedArena final : private ChunkBorrower {
   bool owns(vmm::DevicePtr ptr) const { return live_.count(ptr) != 0; }
   // Unmaps emptied pages whose events completed and gives their chunks back.
   void poll();
+  // Pages retired whose unmaps wait for their events (or for the next poll).
+  bool unmaps_pending() const { return !pending_.empty() || !deferred_.empty(); }
   // Retires every idle or parked page (a plan install, empty_cache, memory pressure); returns
   // how many.
   std::uint64_t release_idle();

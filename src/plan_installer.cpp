@@ -362,18 +362,11 @@ bool InstalledPlan::ensure_mapped(std::size_t index) {
 }
 
 std::uint64_t InstalledPlan::shed_idle_views(std::uint64_t wanted) {
-  if (plan_.mode == PlanMode::Windowed) return 0;  // its windows unmap what they do not need
-  shed_ = true;
   const std::uint64_t before = live_mappings_;
-  std::size_t waiting = 0;
-  for (std::uint32_t o : retiring_) {
-    if (sync_.completed(&views_[o].unmap_after)) {
-      unmap_view(o);
-    } else {
-      retiring_[waiting++] = o;
-    }
-  }
-  retiring_.resize(waiting);
+  unmap_completed();
+  // Windowed: its windows unmap what they do not need.
+  if (plan_.mode == PlanMode::Windowed) return before - live_mappings_;
+  shed_ = true;
   for (std::uint32_t o = 0; o < views_.size() && before - live_mappings_ < wanted; ++o) {
     View& v = views_[o];
     if (v.mapped == 0 || view_live_[o] > 0 || !v.unmap_after.empty()) continue;
@@ -436,13 +429,17 @@ void InstalledPlan::enter_window(std::uint32_t window) {
     mapped_views_[kept++] = o;
   }
   mapped_views_.resize(kept);
-  // Unmap the retired views the GPU is done with.
+  unmap_completed();
+}
+
+void InstalledPlan::unmap_completed() {
   std::size_t waiting = 0;
   for (std::uint32_t o : retiring_) {
-    View& v = views_[o];
-    if (sync_.completed(&v.unmap_after)) {
+    if (sync_.completed(&views_[o].unmap_after)) {
       unmap_view(o);
-      mapped_views_.erase(std::find(mapped_views_.begin(), mapped_views_.end(), o));
+      if (plan_.mode == PlanMode::Windowed) {
+        mapped_views_.erase(std::find(mapped_views_.begin(), mapped_views_.end(), o));
+      }
     } else {
       retiring_[waiting++] = o;
     }

@@ -85,6 +85,8 @@ class InstalledPlan {
   // events and goes at a later call. ensure_mapped maps a shed view again when a slot wants it.
   // Returns the mappings freed.
   std::uint64_t shed_idle_views(std::uint64_t wanted);
+  // Views shed, or left by their windows, whose unmaps wait for their events.
+  bool unmaps_pending() const { return !retiring_.empty(); }
 
   // Where a tensor of `size` bytes may start in a Dynamic slot's view: at its first page or any
   // later one that leaves the tensor inside the slot's budget; 0 when none does.
@@ -144,6 +146,8 @@ class InstalledPlan {
   bool map_view(std::uint32_t view);
   void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
+  // Unmaps the views waiting in retiring_ whose events completed.
+  void unmap_completed();
   // A view wanted again before its lazy unmap keeps its mapping.
   void cancel_unmap(std::uint32_t view);
 

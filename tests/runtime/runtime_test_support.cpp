@@ -1,6 +1,8 @@
 #include "tests/runtime/runtime_test_support.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "vmm/host_driver.h"
 
@@ -59,11 +61,19 @@ Trace periodic_trace(int iterations, std::uint64_t act, int layers) {
   return b.trace();
 }
 
+vmm::HostLag lag_from_environment() {
+  vmm::HostLag lag;
+  if (const char* n = std::getenv("STALLOC_TEST_GPU_LAG")) lag.queries = static_cast<std::uint32_t>(std::stoul(n));
+  if (const char* s = std::getenv("STALLOC_TEST_GPU_LAG_SEED")) lag.seed = std::stoull(s);
+  return lag;
+}
+
 std::unique_ptr<vmm::Driver> host_driver(std::size_t max_bytes, std::size_t max_mappings) {
   vmm::HostDriverOptions o;
   o.granularity = kG;
   o.max_bytes = max_bytes;
   o.max_mappings = max_mappings;
+  o.lag = lag_from_environment();
   return vmm::make_host_driver(o);
 }
 

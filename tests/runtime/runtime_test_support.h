@@ -9,6 +9,7 @@
 #include "planner/trace/trace.h"
 #include "src/allocator.h"
 #include "vmm/driver.h"
+#include "vmm/host_driver.h"
 
 namespace stalloc::testing_support {
 
@@ -35,6 +36,10 @@ class TraceBuilder {
 void add_training_iteration(TraceBuilder& b, std::uint64_t act, int layers = 4);
 Trace periodic_trace(int iterations, std::uint64_t act = 2 * kG + 4096, int layers = 4);
 
+// The GPU lag of STALLOC_TEST_GPU_LAG (queries) and STALLOC_TEST_GPU_LAG_SEED; none if unset.
+// CI runs the runtime tests once without and once with it.
+vmm::HostLag lag_from_environment();
+// A host driver of granularity kG, with the lag of the environment.
 std::unique_ptr<vmm::Driver> host_driver(std::size_t max_bytes = 0, std::size_t max_mappings = 0);
 RuntimeConfig test_config(const std::string& conf = "");
 

@@ -115,10 +115,13 @@ TEST(PluggableAllocator, ZeroBytesGetANullPointerAndNoMemory) {
 }
 
 // Pages freed on one stream go to another stream's arena only after their events complete.
-// With lagging events the first try fails (the capacity, four chunks here, is reached, and the
-// chunk the other stream freed is still in use by its kernels), and the retries, which query the
-// events again as waiting for the GPU would, succeed: no error, one retry counted.
-TEST(PluggableAllocator, AFailedAllocationWaitsForPendingFreesAndRetries) {
+// With lagging events the capacity (four chunks here) is reached while the chunk the other
+// stream freed is still in use by its kernels; before failing, the runtime polls those events
+// as waiting for the GPU would (Runtime::wait_for_unmaps, bounded), so the request is served at
+// the first try: no error, no retry of the extension's needed, and no out-of-memory counted.
+// (The extension's own timed retries, for events that take longer, are tested in
+// tests/python/test_out_of_memory.py.)
+TEST(PluggableAllocator, AFailedAllocationWaitsForPendingFrees) {
   constexpr int kDevice = 7;
   constexpr std::size_t kPage = 64 * kKiB;
   stalloc_set_memory_fraction(1.0 / 16, kDevice);  // 4 MiB / 16: four chunks
@@ -133,9 +136,9 @@ TEST(PluggableAllocator, AFailedAllocationWaitsForPendingFreesAndRetries) {
   }
   ASSERT_NE(b, nullptr);
   std::memset(b, 0x11, 4 * kPage);
-  EXPECT_EQ(stat("pytorch", kDevice, "num_alloc_retries"), 1u);
+  EXPECT_EQ(stat("pytorch", kDevice, "num_alloc_retries"), 0u);
   EXPECT_EQ(stat("pytorch", kDevice, "num_ooms"), 0u);
-  EXPECT_GE(stat("devices", kDevice, "ooms"), 1u);  // the runtime's own count: every failed try
+  EXPECT_EQ(stat("devices", kDevice, "ooms"), 0u);
   stalloc_free(b, 4 * kPage, kDevice, stream(0x20));
 }
 
