@@ -55,6 +55,15 @@ bool check_pattern(vmm::Driver& driver, vmm::DevicePtr base, std::uint64_t id, s
   return ok;
 }
 
+void gpu_use(vmm::Driver& driver, vmm::StreamHandle stream, void* p, std::uint64_t size,
+             ReplayResult* result) {
+  if (size == 0) return;
+  if (driver.gpu_use(stream, reinterpret_cast<vmm::DevicePtr>(p), size) ==
+      vmm::Status::InvalidValue) {
+    ++result->unmapped_uses;
+  }
+}
+
 }  // namespace
 
 ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOptions& options) {
@@ -101,12 +110,16 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
         ++result.failed_allocations;
         return;
       }
+      // The kernels that write it, then (at the free) the last that read it: on a lagging host
+      // driver, checked against unmaps and other streams' uses (Driver::gpu_use).
+      gpu_use(runtime.driver(), stream, p, e.size, &result);
       if (verify) write_pattern(runtime.driver(), reinterpret_cast<vmm::DevicePtr>(p), e.id, e.size);
       live[e.id] = p;
       return;
     }
     auto it = live.find(e.id);
     if (it == live.end()) return;
+    gpu_use(runtime.driver(), stream, it->second, e.size, &result);
     if (verify && !check_pattern(runtime.driver(), reinterpret_cast<vmm::DevicePtr>(it->second),
                                  e.id, e.size)) {
       ++result.verify_errors;

@@ -41,6 +41,9 @@ struct ReplayResult {
   std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t verify_errors = 0;
   std::uint64_t failed_allocations = 0;
+  // Uses (at a malloc or a free) of bytes not mapped, as a lagging host driver sees them
+  // (Driver::gpu_use): a GPU would fault.
+  std::uint64_t unmapped_uses = 0;
   std::vector<std::uint64_t> malloc_ns;
   std::vector<IterationReport> iterations;
 };

@@ -39,4 +39,6 @@ Status Driver::read_bytes(void* dst, DevicePtr src, std::size_t size) {
   return Status::Success;
 }
 
+Status Driver::gpu_use(StreamHandle, DevicePtr, std::size_t) { return Status::NotSupported; }
+
 }  // namespace stalloc::vmm

@@ -69,6 +69,9 @@ struct DriverCounters {
   std::uint64_t event_queries = 0;
   std::uint64_t stream_waits = 0;
   std::uint64_t live_events = 0;
+  // gpu_use: uses that may still run on the GPU when their memory is unmapped, or that another
+  // stream's use of the same physical bytes did not wait for (host driver with lag only).
+  std::uint64_t unguarded_uses = 0;
 };
 
 class Driver {
@@ -115,6 +118,13 @@ class Driver {
   // returns NotSupported otherwise.
   virtual Status write_bytes(DevicePtr dst, const void* src, std::size_t size);
   virtual Status read_bytes(void* dst, DevicePtr src, std::size_t size);
+
+  // A test instrument, standing for a kernel: work enqueued now on `stream` reads or writes
+  // [ptr, ptr + size). The host driver with lag checks it against later unmaps and other
+  // streams' uses of the same chunk bytes and counts what is not ordered after it in
+  // counters().unguarded_uses; without lag the host runs everything at once and there is
+  // nothing to check. Other drivers: NotSupported (the default).
+  virtual Status gpu_use(StreamHandle stream, DevicePtr ptr, std::size_t size);
 
   virtual DriverCounters counters() const = 0;
 

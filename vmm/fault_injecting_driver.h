@@ -77,6 +77,9 @@ class FaultInjectingDriver final : public Driver {
   Status read_bytes(void* dst, DevicePtr src, std::size_t size) override {
     return inner_.read_bytes(dst, src, size);
   }
+  Status gpu_use(StreamHandle stream, DevicePtr ptr, std::size_t size) override {
+    return inner_.gpu_use(stream, ptr, size);
+  }
 
   DriverCounters counters() const override { return inner_.counters(); }
   std::size_t mapping_limit() const override { return inner_.mapping_limit(); }

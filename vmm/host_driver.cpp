@@ -148,7 +148,7 @@ class PendingRecords {
       if (!complete(id)) after.push_back(id);
     }
     stream.waits.clear();
-    stream.pending.push_back(Entry{time_++, count, std::move(after)});
+    stream.pending.push_back(Entry{time_++, count, std::move(after), stream.clock});
     const Id id{index, stream.next_seq++};
     if (stream.pending.size() > HostLag::kMaxPendingRecords) {
       complete_through(stream.pending.front().time);
@@ -157,11 +157,32 @@ class PendingRecords {
     return id;
   }
 
+  // The record the next one on handle will be: work enqueued there now is done when it is.
+  Id next(StreamHandle handle) {
+    const std::uint32_t index = stream_index(handle);
+    return {index, streams_[index].next_seq};
+  }
+
+  // Whether work enqueued on handle from now on is ordered after `id` (it waited for `id` or a
+  // later record of its stream, directly or through records it waited for).
+  bool ordered_after(StreamHandle handle, Id id) {
+    const std::uint32_t index = stream_index(handle);
+    if (index == id.stream || complete(id)) return true;
+    const std::vector<std::uint64_t>& clock = streams_[index].clock;
+    return id.stream < clock.size() && clock[id.stream] > id.seq;
+  }
+
   // Records made on handle from now on complete only after `id`.
   void wait(StreamHandle handle, Id id) {
     if (complete(id)) return;
     const std::uint32_t index = stream_index(handle);
     if (index == id.stream) return;  // stream order already says so
+    // What the awaited record was ordered after, the waiting stream is now too.
+    const Stream& from = streams_[id.stream];
+    merge(&streams_[index].clock, from.pending[id.seq - from.first_seq].clock);
+    std::vector<std::uint64_t>& clock = streams_[index].clock;
+    if (clock.size() <= id.stream) clock.resize(id.stream + 1, 0);
+    clock[id.stream] = std::max(clock[id.stream], id.seq + 1);
     auto& waits = streams_[index].waits;
     for (Id& w : waits) {
       if (w.stream == id.stream) {
@@ -204,6 +225,7 @@ class PendingRecords {
     std::uint64_t time;          // order of all records, over every stream
     std::uint32_t remaining;     // queries still needed
     std::vector<Id> after;       // records on other streams it waits for
+    std::vector<std::uint64_t> clock;  // its stream's clock when it was made
   };
   struct Stream {
     std::deque<Entry> pending;   // seqs first_seq, first_seq + 1, ...
@@ -212,7 +234,15 @@ class PendingRecords {
     std::vector<Id> waits;       // for the next record: the latest per stream
     std::uint64_t counted_epoch = 0;    // the query that last counted this stream's records,
     std::uint64_t counted_through = 0;  // up to this seq
+    // By stream index: one past the latest record of that stream this one's work is ordered
+    // after (a vector clock, for gpu_use's checks).
+    std::vector<std::uint64_t> clock;
   };
+
+  static void merge(std::vector<std::uint64_t>* into, const std::vector<std::uint64_t>& from) {
+    if (into->size() < from.size()) into->resize(from.size(), 0);
+    for (std::size_t i = 0; i < from.size(); ++i) (*into)[i] = std::max((*into)[i], from[i]);
+  }
 
   std::uint32_t stream_index(StreamHandle handle) {
     auto [it, added] = index_.try_emplace(handle, static_cast<std::uint32_t>(streams_.size()));
@@ -406,6 +436,7 @@ class HostDriver final : public Driver {
     if (it == mappings_.end() || it->second.size != size) return Status::InvalidValue;
     if (!restore_placeholder(ptr, size)) return Status::Unknown;
     auto chunk = chunks_.find(it->second.chunk);
+    if (lagging_) check_unmap(it->second.chunk, ptr, ptr + size);
     mappings_.erase(it);
     // The runs on either side and the unmapped range become one run.
     gap_areas_ = gap_areas_ + 1 - bordering_gaps(ptr, size);
@@ -473,6 +504,33 @@ class HostDriver final : public Driver {
     if (!e.recorded || pending_.complete(e.record)) return Status::Success;
     pending_.count(e.record);
     return Status::NotReady;
+  }
+
+  Status gpu_use(StreamHandle stream, DevicePtr ptr, std::size_t size) override {
+    std::lock_guard lock(mu_);
+    if (!lagging_ || size == 0) return Status::Success;
+    const PendingRecords::Id done_with = pending_.next(stream);
+    auto it = mappings_.upper_bound(ptr);
+    if (it == mappings_.begin()) return Status::InvalidValue;
+    --it;
+    for (DevicePtr at = ptr; at < ptr + size; ++it) {
+      if (it == mappings_.end() || it->first > at || it->first + it->second.size <= at) {
+        return Status::InvalidValue;  // a byte not mapped: the kernel would fault
+      }
+      const DevicePtr piece_end = std::min(ptr + size, it->first + it->second.size);
+      const GpuUse use{at, piece_end, at - it->first, piece_end - it->first, done_with};
+      std::vector<GpuUse>& uses = uses_[it->second.chunk];
+      std::erase_if(uses, [&](const GpuUse& u) { return pending_.complete(u.done_with); });
+      for (const GpuUse& u : uses) {
+        if (u.offset < use.offset_end && use.offset < u.offset_end &&
+            !pending_.ordered_after(stream, u.done_with)) {
+          ++counters_.unguarded_uses;
+        }
+      }
+      uses.push_back(use);
+      at = piece_end;
+    }
+    return Status::Success;
   }
 
   Status stream_wait_event(StreamHandle stream, EventHandle event) override {
@@ -692,7 +750,19 @@ class HostDriver final : public Driver {
     add_free_extent(slice.arena, offset, length);
   }
 
+  // Work still pending on the unmapped addresses would fault on a GPU.
+  void check_unmap(ChunkHandle chunk, DevicePtr lo, DevicePtr hi) {
+    auto found = uses_.find(chunk);
+    if (found == uses_.end()) return;
+    for (GpuUse& u : found->second) {
+      if (u.address >= hi || lo >= u.address_end) continue;
+      if (!pending_.complete(u.done_with)) ++counters_.unguarded_uses;
+      u.address_end = u.address;  // those addresses are gone: counted once
+    }
+  }
+
   void destroy_chunk(std::map<ChunkHandle, Chunk>::iterator it) {
+    uses_.erase(it->first);
     give_back_slice(it->second.slice, it->second.size);
     counters_.chunk_bytes -= it->second.size;
     --counters_.live_chunks;
@@ -718,6 +788,15 @@ class HostDriver final : public Driver {
   std::map<ChunkHandle, Chunk> chunks_;
   std::map<DevicePtr, std::size_t> reservations_;  // start -> size
   std::map<DevicePtr, MappedRange> mappings_;      // start -> range
+  // gpu_use's uses not known complete, by chunk: the addresses and the chunk's bytes used.
+  struct GpuUse {
+    DevicePtr address = 0;
+    DevicePtr address_end = 0;
+    std::size_t offset = 0;
+    std::size_t offset_end = 0;
+    PendingRecords::Id done_with;
+  };
+  std::unordered_map<ChunkHandle, std::vector<GpuUse>> uses_;
   std::unordered_map<EventHandle, Event> events_;
   PendingRecords pending_;
   DriverCounters counters_;

@@ -24,6 +24,10 @@ ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
   ReplayResult r = replay_trace(rt, trace, options);
   EXPECT_EQ(r.verify_errors, 0u);
   EXPECT_EQ(r.failed_allocations, 0u);
+  // Under STALLOC_TEST_GPU_LAG: no memory unmapped or shared with another stream before the
+  // kernels that used it are known done (Driver::gpu_use).
+  EXPECT_EQ(rt.driver().counters().unguarded_uses, 0u);
+  EXPECT_EQ(r.unmapped_uses, 0u);
   return r;
 }
 

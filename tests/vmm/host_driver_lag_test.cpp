@@ -247,4 +247,127 @@ TEST(LaggingHostDriver, AStreamHoldsAtMostMaxPendingRecords) {
 }
 
 }  // namespace
+// gpu_use: a kernel enqueued on a stream. Memory unmapped, or used by another stream, before
+// that kernel is known done (an event recorded after it completed, or a wait for one) is what a
+// GPU shows as a fault or a race; the lagging driver counts it.
+struct UseFixture {
+  std::unique_ptr<Driver> driver = lagging(2);
+  std::size_t g = testing::kHostTestGranularity;
+  ChunkHandle chunk = 0;
+  DevicePtr first = 0;   // the chunk mapped here
+  DevicePtr second = 0;  // and, when `alias`, here too
+  explicit UseFixture(bool alias = false) {
+    EXPECT_EQ(driver->create(&chunk, g), Status::Success);
+    EXPECT_EQ(driver->reserve(&first, 2 * g), Status::Success);
+    EXPECT_EQ(driver->map(first, g, 0, chunk), Status::Success);
+    if (alias) {
+      second = first + g;
+      EXPECT_EQ(driver->map(second, g, 0, chunk), Status::Success);
+    }
+  }
+  std::uint64_t unguarded() const { return driver->counters().unguarded_uses; }
+  void complete(EventHandle event) { not_ready_answers(*driver, event); }
+};
+
+TEST(LaggingHostDriverUses, AnUnmapBeforeTheKernelIsKnownDoneIsCounted) {
+  UseFixture f;
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  EXPECT_EQ(f.driver->unmap(f.first, f.g), Status::Success);
+  EXPECT_EQ(f.unguarded(), 1u);
+}
+
+TEST(LaggingHostDriverUses, AnUnmapAfterAnEventRecordedAfterTheKernelCompletedIsNot) {
+  UseFixture f;
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  const EventHandle event = new_event(*f.driver);
+  ASSERT_EQ(f.driver->event_record(event, 1), Status::Success);
+  EXPECT_EQ(f.driver->event_query(event), Status::NotReady);
+  f.complete(event);
+  EXPECT_EQ(f.driver->unmap(f.first, f.g), Status::Success);
+  EXPECT_EQ(f.unguarded(), 0u);
+}
+
+TEST(LaggingHostDriverUses, AnEventRecordedBeforeTheKernelDoesNotCoverIt) {
+  UseFixture f;
+  const EventHandle event = new_event(*f.driver);
+  ASSERT_EQ(f.driver->event_record(event, 1), Status::Success);
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  f.complete(event);
+  EXPECT_EQ(f.driver->unmap(f.first, f.g), Status::Success);
+  EXPECT_EQ(f.unguarded(), 1u);
+}
+
+TEST(LaggingHostDriverUses, AnotherStreamMustWaitForTheKernel) {
+  for (const bool waits : {false, true}) {
+    UseFixture f;
+    ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+    const EventHandle event = new_event(*f.driver);
+    ASSERT_EQ(f.driver->event_record(event, 1), Status::Success);
+    if (waits) {
+      ASSERT_EQ(f.driver->stream_wait_event(2, event), Status::Success);
+    }
+    ASSERT_EQ(f.driver->gpu_use(2, f.first + 50, 100), Status::Success);
+    EXPECT_EQ(f.unguarded(), waits ? 0u : 1u) << "waits " << waits;
+    // Bytes not shared are no race.
+    ASSERT_EQ(f.driver->gpu_use(3, f.first + 200, 100), Status::Success);
+    EXPECT_EQ(f.unguarded(), waits ? 0u : 1u) << "waits " << waits;
+    // Stream 1 going on over stream 2's bytes never waited for stream 2: a race.
+    ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+    EXPECT_EQ(f.unguarded(), waits ? 1u : 2u) << "waits " << waits;
+  }
+}
+
+TEST(LaggingHostDriverUses, AStreamsOwnWorkIsOrderedByTheStream) {
+  UseFixture f;
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  EXPECT_EQ(f.unguarded(), 0u);
+}
+
+TEST(LaggingHostDriverUses, WaitsAreTransitive) {
+  UseFixture f;
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  const EventHandle on1 = new_event(*f.driver);
+  const EventHandle on2 = new_event(*f.driver);
+  ASSERT_EQ(f.driver->event_record(on1, 1), Status::Success);
+  ASSERT_EQ(f.driver->stream_wait_event(2, on1), Status::Success);
+  ASSERT_EQ(f.driver->event_record(on2, 2), Status::Success);
+  ASSERT_EQ(f.driver->stream_wait_event(3, on2), Status::Success);
+  ASSERT_EQ(f.driver->gpu_use(3, f.first, 100), Status::Success);
+  EXPECT_EQ(f.unguarded(), 0u);
+}
+
+TEST(LaggingHostDriverUses, AliasesShareTheChunksBytesNotTheirAddresses) {
+  UseFixture f(/*alias=*/true);
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  // The other view's addresses may go; its bytes are the same chunk's.
+  EXPECT_EQ(f.driver->unmap(f.second, f.g), Status::Success);
+  EXPECT_EQ(f.unguarded(), 0u);
+  ASSERT_EQ(f.driver->map(f.second, f.g, 0, f.chunk), Status::Success);
+  ASSERT_EQ(f.driver->gpu_use(2, f.second + 10, 10), Status::Success);
+  EXPECT_EQ(f.unguarded(), 1u);
+}
+
+TEST(LaggingHostDriverUses, AUseOfBytesNotMappedIsRefused) {
+  UseFixture f;
+  EXPECT_EQ(f.driver->gpu_use(1, f.first + f.g - 10, 20), Status::InvalidValue);
+  EXPECT_EQ(f.driver->gpu_use(1, f.first, f.g), Status::Success);
+}
+
+TEST(HostDriverUses, WithoutLagEverythingIsDoneAtOnce) {
+  HostDriverOptions options;
+  options.granularity = testing::kHostTestGranularity;
+  options.backed = false;
+  auto driver = make_host_driver(options);
+  ChunkHandle chunk = 0;
+  DevicePtr va = 0;
+  ASSERT_EQ(driver->create(&chunk, options.granularity), Status::Success);
+  ASSERT_EQ(driver->reserve(&va, options.granularity), Status::Success);
+  ASSERT_EQ(driver->map(va, options.granularity, 0, chunk), Status::Success);
+  ASSERT_EQ(driver->gpu_use(1, va, 100), Status::Success);
+  ASSERT_EQ(driver->gpu_use(2, va, 100), Status::Success);
+  EXPECT_EQ(driver->unmap(va, options.granularity), Status::Success);
+  EXPECT_EQ(driver->counters().unguarded_uses, 0u);
+}
+
 }  // namespace stalloc::vmm

@@ -121,6 +121,8 @@ void print_json(const Summary& s) {
   w.field("peak_live_mappings", s.stats.driver.peak_live_mappings);
   w.field("verify_errors", s.result.verify_errors);
   w.field("failed_allocations", s.result.failed_allocations);
+  w.field("unguarded_uses", s.stats.driver.unguarded_uses);
+  w.field("unmapped_uses", s.result.unmapped_uses);
   w.field("ooms", s.stats.ooms);
   w.field("stream_waits", s.stats.stream_waits);
   w.field("plan_failures", s.stats.plan_failures);
@@ -167,6 +169,11 @@ void print_text(const Summary& s) {
   std::printf("verify errors    %llu\n", static_cast<unsigned long long>(s.result.verify_errors));
   std::printf("failed allocs    %llu\n",
               static_cast<unsigned long long>(s.result.failed_allocations));
+  if (s.lag.queries > 0) {
+    std::printf("unguarded uses   %llu (GPU work not ordered before an unmap or another stream)\n",
+                static_cast<unsigned long long>(s.stats.driver.unguarded_uses));
+    std::printf("unmapped uses    %llu\n", static_cast<unsigned long long>(s.result.unmapped_uses));
+  }
   std::printf("malloc median    %.0f ns (steady state %.0f ns)\n", s.ns_per_malloc_median,
               s.ns_per_malloc_median_steady);
   if (!s.stats.last_plan_error.empty()) {
@@ -288,7 +295,9 @@ int run_replay(const std::vector<std::string>& raw) {
   } else {
     print_text(s);
   }
-  return s.result.verify_errors == 0 ? 0 : 1;
+  const bool sound = s.result.verify_errors == 0 && s.stats.driver.unguarded_uses == 0 &&
+                     s.result.unmapped_uses == 0;
+  return sound ? 0 : 1;
 }
 
 }  // namespace
