@@ -59,6 +59,7 @@ struct CudaApi {
   decltype(&::cuGetErrorName) get_error_name = nullptr;
   decltype(&::cuDeviceGet) device_get = nullptr;
   decltype(&::cuDeviceTotalMem) device_total_mem = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
@@ -127,6 +128,7 @@ CudaApi load_api(const Library& lib) {
   resolve(get_proc, version, "cuGetErrorName", &api.get_error_name);
   resolve(get_proc, version, "cuDeviceGet", &api.device_get);
   resolve(get_proc, version, "cuDeviceTotalMem", &api.device_total_mem);
+  resolve(get_proc, version, "cuDeviceGetAttribute", &api.device_get_attribute);
   resolve(get_proc, version, "cuDevicePrimaryCtxRetain", &api.primary_ctx_retain);
   resolve(get_proc, version, "cuDevicePrimaryCtxRelease", &api.primary_ctx_release);
   resolve(get_proc, version, "cuCtxSetCurrent", &api.ctx_set_current);
@@ -161,6 +163,15 @@ class CudaDriver final : public Driver {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = cu_device_;
+    // As PyTorch's expandable segments: chunks GPUDirect RDMA can reach where the device allows
+    // it with VMM memory, so that NCCL's user-buffer registration and RDMA libraries can
+    // register stalloc's memory.
+    int rdma = 0;
+    if (api_.device_get_attribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                  cu_device_) == CUDA_SUCCESS &&
+        rdma != 0) {
+      prop_.allocFlags.gpuDirectRDMACapable = 1;
+    }
     const ContextScope scope(api_, context_);
     const CUresult r = api_.mem_get_allocation_granularity(&granularity_, &prop_,
                                                            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
