@@ -100,6 +100,9 @@ Runtime::~Runtime() {
   std::lock_guard lock(mutex_);
   cache_.wait();
   active_ = nullptr;
+  // The members unmap and release everything as they go; work the GPU still runs on this
+  // memory would fault. Wait for it, as cudaFree does.
+  sync_.wait_for_streams();
 }
 
 void Runtime::log(const std::string& line) const {

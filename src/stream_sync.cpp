@@ -110,6 +110,22 @@ bool StreamSync::completed(std::vector<vmm::EventHandle>* events) {
   return true;
 }
 
+bool StreamSync::wait_for_streams() {
+  std::vector<vmm::EventHandle> events;
+  StreamMask all = 0;
+  for (std::uint32_t i = 0; i < handles_.size(); ++i) all |= bit(i);
+  const bool recorded = record(all, &events);
+  bool ok = recorded;
+  for (vmm::EventHandle e : events) {
+    vmm::Status s = vmm::Status::NotReady;
+    while (recorded && (s = driver_.event_query(e)) == vmm::Status::NotReady) {
+    }
+    ok = ok && s == vmm::Status::Success;
+  }
+  discard(&events);
+  return ok;
+}
+
 void StreamSync::discard(std::vector<vmm::EventHandle>* events) {
   free_events_.insert(free_events_.end(), events->begin(), events->end());
   events->clear();

@@ -65,6 +65,11 @@ class StreamSync {
 
   std::uint64_t waits() const { return waits_; }
 
+  // Blocks until the work enqueued so far on every known stream is done: an event recorded on
+  // each, queried until it completes (the runtime's teardown only). False when the driver
+  // refused a record or a query.
+  bool wait_for_streams();
+
  private:
   vmm::EventHandle take_event();
   template <typename F>

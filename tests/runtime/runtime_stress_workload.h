@@ -112,8 +112,15 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
     std::atomic<std::uint64_t> corrupted{0};
     std::atomic<bool> trainer_done{false};
 
+    // The kernels that write a tensor at its malloc and read it last before its free, on its
+    // stream: under STALLOC_TEST_GPU_LAG the driver checks that the runtime unmaps and hands
+    // memory to another stream only after them (Driver::gpu_use).
+    auto use = [&](const unsigned char* p, std::size_t size, vmm::StreamHandle stream) {
+      driver->gpu_use(stream, reinterpret_cast<vmm::DevicePtr>(p), size);
+    };
     auto take = [&](Live l) {
       if (!intact(l.p, l.size, l.tag)) ++corrupted;
+      use(l.p, l.size, l.stream);
       rt.free(l.p, l.size, 0, l.stream);
       ++operations;
     };
@@ -125,6 +132,7 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
         return false;
       }
       fill(p, size, tag);
+      use(p, size, stream);
       *l = {p, size, tag, stream};
       return true;
     };
