@@ -625,6 +625,10 @@ std::uint64_t Runtime::plan_mapping_room() const {
   return held < limit ? limit - held : 0;
 }
 
+InstalledPlan::MappingRoom Runtime::mapping_room() {
+  return [this](std::uint64_t needed) { return make_mapping_room(needed); };
+}
+
 std::uint64_t Runtime::make_mapping_room(std::uint64_t needed) {
   const std::uint64_t room = plan_mapping_room();
   if (room >= needed) return room;
@@ -725,8 +729,8 @@ void Runtime::install_finished() {
       log("stalloc runtime: the plan skips " + std::to_string(skipped) +
           " pool chunks held by tensors of disowned plans");
     }
-    auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_,
-                                       [this](std::uint64_t needed) { return make_mapping_room(needed); }, &why);
+    auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_, mapping_room(),
+                                       &why);
     if (!plan && tried != PlanMode::Windowed) {
       // Alias mode maps every slot at once, which may exceed the live mappings the driver
       // allows: an offset plan maps each chunk once, windowed mode only what a window uses.
@@ -795,8 +799,8 @@ void Runtime::choose_plan() {
 void Runtime::add_plan(ChunkPlan plan) {
   std::lock_guard lock(mutex_);
   std::string why;
-  auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_,
-                                          [this](std::uint64_t needed) { return make_mapping_room(needed); }, &why);
+  auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_, mapping_room(),
+                                          &why);
   if (!installed) throw UsageError("cannot install the plan: " + why);
   cache_.insert(std::move(installed), ++stamp_, active_);
   ++stats_.plan_installs;

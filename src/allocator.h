@@ -117,6 +117,7 @@ class Runtime {
   // The mapping room for a plan that needs `needed`, after retiring idle plans if that is what
   // it takes.
   std::uint64_t make_mapping_room(std::uint64_t needed);
+  InstalledPlan::MappingRoom mapping_room();
   // Live mappings are a budget, not a wall: an installed plan that no tensor lives in keeps its
   // views mapped only for a later iteration of its signature. Retires those but `keep` (the
   // plan followed stops being followed if retired); true when mappings came back.
