@@ -9,6 +9,7 @@
 // The cuda benchmarks skip with an error when no CUDA driver or device is present.
 // BM_MapSetAccessUnmap times the three calls a slot's reuse makes, map + set_access + unmap, per
 // chunk, on the backed and the unbacked host driver: what the simulator saves by not mapping.
+// BM_MapSetAccessUnmapAmongMappings times the same with 0, 10^4 and 10^5 other mappings live.
 // BM_VmmCallSized times each call per handle of 1 to 32 granules (2 to 64 MiB): whether a call
 // costs per call or per byte is the cost model's largest unknown (docs/driver_costs.md), and it
 // decides what larger chunks would save.
@@ -181,6 +182,62 @@ void BM_MapSetAccessUnmap(benchmark::State& state, const char* backend) {
   for (auto c : chunks) driver->release(c);
   state.counters["chunk_bytes"] = static_cast<double>(g);
 }
+
+// The same with state.range(0) other mappings live (one chunk mapped again and again): whether
+// the calls slow down as a plan's views and the arenas' pages add up to 10^4-10^5 mappings.
+void BM_MapSetAccessUnmapAmongMappings(benchmark::State& state, const char* backend) {
+  const auto held = static_cast<std::size_t>(state.range(0));
+  std::size_t g = 0;
+  VaReservation range;
+  Driver* driver = prepare(state, backend, 1, kBatch, &g, &range);
+  if (driver == nullptr) return;
+  VaReservation others;
+  ChunkHandle shared = 0;
+  if (held > 0 && (!ok(state, VaReservation::reserve(*driver, held * g, 0, &others), "reserve") ||
+                   !ok(state, driver->create(&shared, g), "create"))) {
+    return;
+  }
+  std::size_t mapped = 0;
+  for (; mapped < held; ++mapped) {
+    if (!ok(state, driver->map(others.base() + mapped * g, g, 0, shared), "map (held)")) break;
+  }
+  std::vector<ChunkHandle> chunks(kBatch);
+  for (auto& c : chunks) {
+    if (mapped < held || !ok(state, driver->create(&c, g), "create")) break;
+  }
+  for (auto _ : state) {
+    if (mapped < held) break;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      const DevicePtr ptr = range.base() + i * g;
+      if (!ok(state, driver->map(ptr, g, 0, chunks[i]), "map") ||
+          !ok(state, driver->set_access(ptr, g, Access::ReadWrite), "set_access") ||
+          !ok(state, driver->unmap(ptr, g), "unmap")) {
+        break;
+      }
+    }
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        static_cast<double>(kBatch));
+  }
+  for (auto c : chunks) {
+    if (c != 0) driver->release(c);
+  }
+  for (std::size_t i = 0; i < mapped; ++i) driver->unmap(others.base() + i * g, g);
+  if (shared != 0) driver->release(shared);
+  state.counters["live_mappings"] = static_cast<double>(held);
+}
+
+BENCHMARK_CAPTURE(BM_MapSetAccessUnmapAmongMappings, cuda, "cuda")
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Arg(0)->Arg(10000)->Arg(100000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_MapSetAccessUnmapAmongMappings, host_unbacked, "host_unbacked")
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Arg(0)->Arg(10000)->Arg(100000)
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_CAPTURE(BM_MapSetAccessUnmap, host, "host")
     ->UseManualTime()
