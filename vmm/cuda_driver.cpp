@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -246,6 +247,7 @@ class CudaDriver final : public Driver {
     const Status s = to_status(api_.mem_address_reserve(&ptr, size, alignment, 0, 0));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
+    reservations_.emplace(static_cast<DevicePtr>(ptr), size);
     ++counters_.reserves;
     ++counters_.live_reservations;
     *out = static_cast<DevicePtr>(ptr);
@@ -257,12 +259,22 @@ class CudaDriver final : public Driver {
     const Status s = to_status(api_.mem_address_free(ptr, size));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
+    reservations_.erase(ptr);
     ++counters_.frees;
     --counters_.live_reservations;
     return Status::Success;
   }
 
   Status map(DevicePtr ptr, std::size_t size, std::size_t offset, ChunkHandle chunk) override {
+    // The Driver contract: inside a range this driver reserved. CUDA itself mapped past the end
+    // of a reservation of two granules on an H200 (driver 580), into what it keeps beyond it.
+    {
+      std::lock_guard lock(mu_);
+      auto it = reservations_.upper_bound(ptr);
+      if (it == reservations_.begin()) return Status::InvalidValue;
+      --it;
+      if (size > it->second || ptr - it->first > it->second - size) return Status::InvalidValue;
+    }
     const ContextScope scope(api_, context_);
     const Status s = to_status(api_.mem_map(ptr, size, offset, chunk, 0));
     if (s != Status::Success) return s;
@@ -399,6 +411,7 @@ class CudaDriver final : public Driver {
 
   mutable std::mutex mu_;
   std::unordered_map<ChunkHandle, std::size_t> chunk_sizes_;
+  std::map<DevicePtr, std::size_t> reservations_;  // base -> size, of this driver's ranges
   DriverCounters counters_;
 };
 

@@ -409,8 +409,9 @@ class HostDriver final : public Driver {
     std::lock_guard lock(mu_);
     auto chunk = chunks_.find(handle);
     if (chunk == chunks_.end() || chunk->second.released) return Status::InvalidHandle;
-    if (size > chunk->second.size) return Status::InvalidValue;
     if (!inside_reservation(ptr, size) || any_mapping_in(ptr, size)) return Status::InvalidValue;
+    // CUDA maps a handle whole (an H200, driver 580: CUDA_ERROR_NOT_SUPPORTED for part of one).
+    if (size != chunk->second.size) return Status::NotSupported;
     // The mapping takes one area and the run it lands in becomes `gaps` runs.
     const std::size_t gaps = bordering_gaps(ptr, size);
     if (counters_.live_mappings >= max_mappings_ || areas() + gaps > area_budget_) {

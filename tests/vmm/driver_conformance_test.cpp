@@ -161,6 +161,20 @@ TEST_P(DriverConformance, MapOutsideAReservationIsRefused) {
   EXPECT_EQ(driver_->counters().live_mappings, 0u);
 }
 
+// A handle is mapped whole: CUDA answered CUDA_ERROR_NOT_SUPPORTED for part of one (H200).
+TEST_P(DriverConformance, APartOfAChunkIsNotMapped) {
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver_, 2 * g_, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver_, 2 * g_, 0, &range), Status::Success);
+  const Status s = driver_->map(range.base(), g_, 0, chunk.handle());
+  EXPECT_NE(s, Status::Success);
+  if (s == Status::Success) {
+    EXPECT_EQ(driver_->unmap(range.base(), g_), Status::Success);
+  }
+  EXPECT_EQ(s, Status::NotSupported) << status_name(s);
+}
+
 TEST_P(DriverConformance, UnknownHandlesAreRefused) {
   VaReservation range;
   ASSERT_EQ(VaReservation::reserve(*driver_, g_, 0, &range), Status::Success);
@@ -176,12 +190,14 @@ TEST_P(DriverConformance, UnknownHandlesAreRefused) {
 TEST_P(DriverConformance, SetAccessBytesCountsWhatSuccessfulCallsCovered) {
   PhysicalChunk chunk;
   ASSERT_EQ(PhysicalChunk::create(*driver_, 2 * g_, &chunk), Status::Success);
+  PhysicalChunk small;
+  ASSERT_EQ(PhysicalChunk::create(*driver_, g_, &small), Status::Success);
   VaReservation range;
   ASSERT_EQ(VaReservation::reserve(*driver_, 5 * g_, 0, &range), Status::Success);
   Mapping a;
   Mapping b;
   ASSERT_EQ(Mapping::map(*driver_, range.base(), 2 * g_, 0, chunk.handle(), &a), Status::Success);
-  ASSERT_EQ(Mapping::map(*driver_, range.base() + 2 * g_, g_, 0, chunk.handle(), &b),
+  ASSERT_EQ(Mapping::map(*driver_, range.base() + 2 * g_, g_, 0, small.handle(), &b),
             Status::Success);
   const DriverCounters before = driver_->counters();
   EXPECT_EQ(before.set_access_bytes, 0u);

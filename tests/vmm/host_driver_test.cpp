@@ -98,12 +98,14 @@ TEST(HostDriver, SetAccessNeedsWholeMappedRanges) {
   auto driver = host();
   PhysicalChunk chunk;
   ASSERT_EQ(PhysicalChunk::create(*driver, 2 * G, &chunk), Status::Success);
+  PhysicalChunk small;
+  ASSERT_EQ(PhysicalChunk::create(*driver, G, &small), Status::Success);
   VaReservation range;
   ASSERT_EQ(VaReservation::reserve(*driver, 4 * G, 0, &range), Status::Success);
   Mapping a;
   Mapping b;
   ASSERT_EQ(Mapping::map(*driver, range.base(), 2 * G, 0, chunk.handle(), &a), Status::Success);
-  ASSERT_EQ(Mapping::map(*driver, range.base() + 2 * G, G, 0, chunk.handle(), &b),
+  ASSERT_EQ(Mapping::map(*driver, range.base() + 2 * G, G, 0, small.handle(), &b),
             Status::Success);
   EXPECT_EQ(driver->set_access(range.base(), 4 * G, Access::ReadWrite), Status::InvalidValue)
       << "the last granule is not mapped";
@@ -127,8 +129,21 @@ TEST(HostDriver, MapOntoMappedPagesIsRefused) {
   EXPECT_EQ(driver->map(range.base() + 2 * G, 2 * G, 0, chunk.handle()), Status::InvalidValue);
   EXPECT_EQ(driver->free_reservation(range.base(), range.size()), Status::InvalidValue)
       << "a mapping is still inside";
-  EXPECT_EQ(driver->map(range.base(), G, 0, chunk.handle()), Status::Success);
+  PhysicalChunk small;
+  ASSERT_EQ(PhysicalChunk::create(*driver, G, &small), Status::Success);
+  EXPECT_EQ(driver->map(range.base(), G, 0, small.handle()), Status::Success);
   EXPECT_EQ(driver->unmap(range.base(), G), Status::Success);
+}
+
+// As CUDA (seen on an H200, driver 580): a handle is mapped whole, never a part of it.
+TEST(HostDriver, APartOfAChunkIsNotMapped) {
+  auto driver = host();
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver, 2 * G, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver, 2 * G, 0, &range), Status::Success);
+  EXPECT_EQ(driver->map(range.base(), G, 0, chunk.handle()), Status::NotSupported);
+  EXPECT_EQ(driver->counters().live_mappings, 0u);
 }
 
 TEST(HostDriver, MaxMappingsReturnsOutOfMemory) {
