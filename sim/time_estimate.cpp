@@ -10,6 +10,7 @@ namespace {
 constexpr GpuSpec kGpus[] = {
     {"a100", 312e12},  // A100 SXM, dense bf16 (NVIDIA A100 datasheet)
     {"h100", 989e12},  // H100 SXM, dense bf16 (NVIDIA H100 datasheet)
+    {"h200", 989e12},  // H200 SXM: the H100's compute (NVIDIA H200 datasheet), more memory
 };
 
 double timestamp_seconds(const Trace& trace) {

@@ -34,10 +34,36 @@ constexpr std::array<double, kCallKinds> kA100 = {
     1000.0,  // device_sync
 };
 
+// Measured (tools/gpu_check.sh, bench_vmm BM_VmmCall/*/cuda, medians of 3 repetitions of 100
+// batches of 64 chunks of 2 MiB; two runs on 2026-12-04, one H200, driver 580.159.04; the mean of
+// the two medians; docs/results/2026-12-04-h200.md). set_access_extra_granules from
+// BM_VmmCallSized (32 granules against 1). Not measured, kept from the A100 table: reserve,
+// address_free, the event calls and device_sync.
+constexpr std::array<double, kCallKinds> kH200 = {
+    8.6,     // create
+    10.2,    // release
+    5.0,     // reserve (assumed)
+    5.0,     // address_free (assumed)
+    6.6,     // map
+    21.0,    // unmap
+    22.1,    // set_access
+    0.25,    // set_access_extra_granules
+    2.0,     // event_create (assumed)
+    2.0,     // event_destroy (assumed)
+    2.0,     // event_record (assumed)
+    0.5,     // event_query (assumed)
+    2.0,     // stream_wait (assumed)
+    42.3,    // cuda_malloc: create + reserve + map + set_access
+    41.2,    // cuda_free: unmap + release + address_free + 5
+    1000.0,  // device_sync (assumed)
+};
+
 constexpr CostTable kTables[] = {
     {"a100", "A100: published VMM microbenchmark (cuMemCreate/Map/SetAccess/Unmap) + assumptions",
      kA100},
     {"h100", "H100: no published per-call figures; the A100's, unmeasured", kA100},
+    {"h200", "H200: VMM calls measured by tools/gpu_check.sh (2026-12-04, driver 580); events assumed",
+     kH200},
 };
 
 }  // namespace

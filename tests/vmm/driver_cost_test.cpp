@@ -80,7 +80,12 @@ TEST(DriverCost, TalliesSubtractAndAddPerKind) {
 TEST(DriverCost, TablesAreFoundByNameAndKindsHaveDistinctNames) {
   EXPECT_NE(find_cost_table("h100"), nullptr);
   EXPECT_EQ(find_cost_table("v100"), nullptr);
-  EXPECT_EQ(cost_table_names().size(), 2u);
+  EXPECT_EQ(cost_table_names().size(), 3u);
+  // The measured H200 table: cuMemCreate an order of magnitude under the A100 assumption.
+  const CostTable* h200 = find_cost_table("h200");
+  ASSERT_NE(h200, nullptr);
+  EXPECT_LT(h200->us[static_cast<std::size_t>(CallKind::Create)],
+            find_cost_table("a100")->us[static_cast<std::size_t>(CallKind::Create)] / 10);
   std::set<std::string> names;
   for (std::size_t k = 0; k < kCallKinds; ++k) {
     names.insert(std::string(call_kind_name(static_cast<CallKind>(k))));

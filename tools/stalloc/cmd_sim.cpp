@@ -36,7 +36,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: stalloc sim [TRACE... | --preset NAME... | --suite default|real] [--capacity BYTES]\n"
     "                   [--granularity BYTES] [--allocators LIST] [--pytorch-conf CONF]\n"
-    "                   [--stalloc-conf CONF] [--gpu a100|h100] [--json] [--report DIR]\n"
+    "                   [--stalloc-conf CONF] [--gpu a100|h100|h200] [--json] [--report DIR]\n"
     "                   [--sweep mbs|seq --capacity BYTES] [--jobs N]\n\n"
     "Replays each workload through each allocator model and prints peak allocated, peak reserved,\n"
     "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls in the\n"
@@ -55,7 +55,8 @@ constexpr const char* kUsage =
     "  --allocators LIST   comma-separated models; default all of them\n"
     "  --pytorch-conf CONF PYTORCH_CUDA_ALLOC_CONF for the pytorch and gmlake models\n"
     "  --stalloc-conf CONF STALLOC_CONF for the stalloc rows (the runtime), e.g. granularity:32MiB\n"
-    "  --gpu NAME          the cost table and peak FLOPs: a100 (default) or h100\n"
+    "  --gpu NAME          the cost table and peak FLOPs: a100 (default), h100, or h200\n"
+    "                      (h200: VMM costs measured on one, docs/results/2026-12-04-h200.md)\n"
     "  --json              print {\"results\": [...], \"sweep\": [...] or null} instead of the table\n"
     "  --report DIR        write DIR/index.html with the table, the sweep and plots\n"
     "  --sweep mbs|seq     for each preset and allocator, the largest micro-batch or sequence\n"
