@@ -155,6 +155,22 @@ void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
   state.counters["chunk_bytes"] = static_cast<double>(g);
 }
 
+// map + set_access + unmap of each chunk at base; seconds per chunk, or -1 on a failure.
+double map_set_access_unmap(benchmark::State& state, Driver& driver, DevicePtr base, std::size_t g,
+                            const std::vector<ChunkHandle>& chunks) {
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const DevicePtr ptr = base + i * g;
+    if (!ok(state, driver.map(ptr, g, 0, chunks[i]), "map") ||
+        !ok(state, driver.set_access(ptr, g, Access::ReadWrite), "set_access") ||
+        !ok(state, driver.unmap(ptr, g), "unmap")) {
+      return -1;
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+         static_cast<double>(chunks.size());
+}
+
 // map + set_access + unmap of a batch of chunks, again and again; time per chunk.
 void BM_MapSetAccessUnmap(benchmark::State& state, const char* backend) {
   std::size_t g = 0;
@@ -166,18 +182,9 @@ void BM_MapSetAccessUnmap(benchmark::State& state, const char* backend) {
     if (!ok(state, driver->create(&c, g), "create")) return;
   }
   for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < kBatch; ++i) {
-      const DevicePtr ptr = range.base() + i * g;
-      if (!ok(state, driver->map(ptr, g, 0, chunks[i]), "map") ||
-          !ok(state, driver->set_access(ptr, g, Access::ReadWrite), "set_access") ||
-          !ok(state, driver->unmap(ptr, g), "unmap")) {
-        break;
-      }
-    }
-    state.SetIterationTime(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-        static_cast<double>(kBatch));
+    const double seconds = map_set_access_unmap(state, *driver, range.base(), g, chunks);
+    if (seconds < 0) break;
+    state.SetIterationTime(seconds);
   }
   for (auto c : chunks) driver->release(c);
   state.counters["chunk_bytes"] = static_cast<double>(g);
@@ -207,18 +214,9 @@ void BM_MapSetAccessUnmapAmongMappings(benchmark::State& state, const char* back
   }
   for (auto _ : state) {
     if (mapped < held) break;
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < kBatch; ++i) {
-      const DevicePtr ptr = range.base() + i * g;
-      if (!ok(state, driver->map(ptr, g, 0, chunks[i]), "map") ||
-          !ok(state, driver->set_access(ptr, g, Access::ReadWrite), "set_access") ||
-          !ok(state, driver->unmap(ptr, g), "unmap")) {
-        break;
-      }
-    }
-    state.SetIterationTime(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-        static_cast<double>(kBatch));
+    const double seconds = map_set_access_unmap(state, *driver, range.base(), g, chunks);
+    if (seconds < 0) break;
+    state.SetIterationTime(seconds);
   }
   for (auto c : chunks) {
     if (c != 0) driver->release(c);
