@@ -658,7 +658,7 @@ bool Runtime::wait_for_unmaps() {
   const std::uint64_t before = driver_.counters().live_mappings;
   for (int poll = 0; poll < kUnmapPolls; ++poll) {
     cache_.release_retired();
-    for (const auto& plan : cache_.installed()) plan->shed_idle_views(0);
+    for (const auto& plan : cache_.installed()) plan->unmap_completed();
     poll_unplanned();
     if (driver_.counters().live_mappings < before) return true;
     const bool pending =

@@ -366,18 +366,15 @@ std::uint64_t InstalledPlan::shed_idle_views(std::uint64_t wanted) {
   unmap_completed();
   // Windowed: its windows unmap what they do not need.
   if (plan_.mode == PlanMode::Windowed) return before - live_mappings_;
-  shed_ = true;
   for (std::uint32_t o = 0; o < views_.size() && before - live_mappings_ < wanted; ++o) {
     View& v = views_[o];
     if (v.mapped == 0 || view_live_[o] > 0 || !v.unmap_after.empty()) continue;
-    if (view_used_by_[o] == 0) {
+    shed_ = true;
+    retire_view(o);
+    // Its events may be done already (the GPU idle): then it goes now and counts.
+    if (!v.unmap_after.empty() && sync_.completed(&v.unmap_after)) {
+      retiring_.pop_back();
       unmap_view(o);
-    } else if (!sync_.record(view_used_by_[o], &v.unmap_after)) {
-      sync_.discard(&v.unmap_after);  // no event, no proof the GPU is done: it stays mapped
-    } else if (sync_.completed(&v.unmap_after)) {
-      unmap_view(o);
-    } else {
-      retiring_.push_back(o);
     }
   }
   return before - live_mappings_;
@@ -416,15 +413,8 @@ void InstalledPlan::enter_window(std::uint32_t window) {
     View& v = views_[o];
     const bool needed = view_live_[o] > 0 || (v.first_window <= window && window <= v.last_window);
     if (!needed && v.unmap_after.empty()) {
-      if (view_used_by_[o] == 0) {
-        unmap_view(o);
-        continue;
-      }
-      if (sync_.record(view_used_by_[o], &v.unmap_after)) {
-        retiring_.push_back(o);
-      } else {
-        sync_.discard(&v.unmap_after);
-      }
+      retire_view(o);
+      if (v.mapped == 0) continue;
     }
     mapped_views_[kept++] = o;
   }
@@ -432,7 +422,19 @@ void InstalledPlan::enter_window(std::uint32_t window) {
   unmap_completed();
 }
 
-void InstalledPlan::unmap_completed() {
+void InstalledPlan::retire_view(std::uint32_t view) {
+  View& v = views_[view];
+  if (view_used_by_[view] == 0) {
+    unmap_view(view);
+  } else if (sync_.record(view_used_by_[view], &v.unmap_after)) {
+    retiring_.push_back(view);
+  } else {
+    sync_.discard(&v.unmap_after);  // no event, no proof the GPU is done: it stays mapped
+  }
+}
+
+std::uint64_t InstalledPlan::unmap_completed() {
+  const std::uint64_t before = live_mappings_;
   std::size_t waiting = 0;
   for (std::uint32_t o : retiring_) {
     if (sync_.completed(&views_[o].unmap_after)) {
@@ -445,6 +447,7 @@ void InstalledPlan::unmap_completed() {
     }
   }
   retiring_.resize(waiting);
+  return before - live_mappings_;
 }
 
 }  // namespace stalloc

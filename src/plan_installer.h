@@ -87,6 +87,8 @@ class InstalledPlan {
   std::uint64_t shed_idle_views(std::uint64_t wanted);
   // Views shed, or left by their windows, whose unmaps wait for their events.
   bool unmaps_pending() const { return !retiring_.empty(); }
+  // Unmaps those whose events completed; returns the mappings freed.
+  std::uint64_t unmap_completed();
 
   // Where a tensor of `size` bytes may start in a Dynamic slot's view: at its first page or any
   // later one that leaves the tensor inside the slot's budget; 0 when none does.
@@ -146,8 +148,9 @@ class InstalledPlan {
   bool map_view(std::uint32_t view);
   void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
-  // Unmaps the views waiting in retiring_ whose events completed.
-  void unmap_completed();
+  // A view no live slot needs: unmapped now if no stream used it since it was mapped, else
+  // once the events recorded now on its streams complete (retiring_).
+  void retire_view(std::uint32_t view);
   // A view wanted again before its lazy unmap keeps its mapping.
   void cancel_unmap(std::uint32_t view);
 
