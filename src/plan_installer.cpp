@@ -153,22 +153,36 @@ std::uint64_t InstalledPlan::lay_out_views() {
   std::uint64_t pages = 0;
   // An offset plan lays every slot out as consecutive chunks of one pool: the pool's chunks in
   // order are the one view they all share, each chunk mapped once. Only those a slot uses: a
-  // plan relocated around held chunks (chunk_relocation.h) skips them.
-  if (plan_.mode == PlanMode::Offset && plan_.num_chunks > 0) {
+  // plan relocated around held chunks (chunk_relocation.h) skips them. An alias plan gives most
+  // slots one run of consecutive chunks (chunk_colouring.h): they share that view too, where
+  // their chunks outnumber the pool's.
+  if (plan_.mode != PlanMode::Windowed && plan_.num_chunks > 0) {
     std::vector<bool> used(plan_.num_chunks, false);
-    for (const PlannedSlot& s : plan_.slots) {
-      for (std::uint32_t c : s.chunks) used[c] = true;
+    std::uint64_t used_count = 0;
+    std::uint64_t in_runs = 0;
+    for (std::size_t i = 0; i < plan_.slots.size(); ++i) {
+      const std::vector<std::uint32_t>& chunks = range_chunks(i);
+      for (std::uint32_t c : chunks) {
+        used_count += used[c] ? 0 : 1;
+        used[c] = true;
+      }
+      const auto not_next = [](std::uint32_t a, std::uint32_t b) { return b != a + 1; };
+      if (std::adjacent_find(chunks.begin(), chunks.end(), not_next) == chunks.end()) {
+        in_runs += chunks.size();
+      }
     }
-    View pool;
-    for (std::uint32_t c = 0; c < plan_.num_chunks; ++c) {
-      if (!used[c]) continue;
-      holding[c].emplace_back(0, static_cast<std::uint32_t>(pool.chunks.size()));
-      pool.chunks.push_back(c);
+    if (plan_.mode == PlanMode::Offset || in_runs > used_count) {
+      View pool;
+      for (std::uint32_t c = 0; c < plan_.num_chunks; ++c) {
+        if (!used[c]) continue;
+        holding[c].emplace_back(0, static_cast<std::uint32_t>(pool.chunks.size()));
+        pool.chunks.push_back(c);
+      }
+      pool.first_window = 0;
+      pool.last_window = 0;
+      pages = pool.chunks.size();
+      views_.push_back(std::move(pool));
     }
-    pool.first_window = 0;
-    pool.last_window = 0;
-    pages = pool.chunks.size();
-    views_.push_back(std::move(pool));
   }
   for (std::uint32_t i : order) {
     const PlannedSlot& slot = plan_.slots[i];

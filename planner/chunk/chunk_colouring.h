@@ -1,6 +1,8 @@
 // Interval colouring of chunk demands: each demand needs `count` physical chunks over
 // [start, end). Colouring in order of start, reusing any chunk whose demand has ended, is optimal
-// for interval graphs: the number of chunks equals the most chunks demanded at one time.
+// for interval graphs: the number of chunks equals the most chunks demanded at one time. Which
+// released chunks a demand gets is free; they are chosen as runs of consecutive ids, because the
+// runtime maps a range whose chunks are consecutive inside one shared view.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,16 @@ struct ChunkColouring {
   }
 };
 
-ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands);
+// Demand `before`'s last chunk is wanted directly before demand `after`'s first (a slot's range
+// is the chunks of several demands in a row): ids are chosen to make them consecutive where
+// the released ones allow, without ever using more chunks.
+struct ChunkAdjacency {
+  std::size_t before = 0;
+  std::size_t after = 0;
+};
+
+ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands,
+                                    const std::vector<ChunkAdjacency>& adjacent = {});
 
 // Which chunks are busy when: answers "which chunks are idle over all of [start, end)".
 class ChunkOccupancy {
@@ -41,6 +52,10 @@ class ChunkOccupancy {
   // At most `limit` of them, scanning chunk ids upwards from `first` and wrapping around.
   std::vector<std::uint32_t> idle_over(std::uint64_t start, std::uint64_t end, std::uint64_t first,
                                        std::uint64_t limit) const;
+  // The first of `length` consecutive chunk ids idle over all of [start, end), scanning upwards
+  // from `first` without wrapping around; SIZE_MAX when there is none.
+  std::size_t idle_run(std::uint64_t start, std::uint64_t end, std::uint64_t first,
+                       std::uint64_t length) const;
 
  private:
   bool idle(std::size_t chunk, std::uint64_t start, std::uint64_t end) const;

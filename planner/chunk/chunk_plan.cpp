@@ -10,6 +10,7 @@
 #include "planner/chunk/chunk_plan.h"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -60,7 +61,16 @@ void fill_budgets(ChunkPlan& plan, const std::vector<std::uint64_t>& max_size) {
     PlannedSlot& s = plan.slots[i];
     if (s.kind != SlotKind::Dynamic) continue;
     const std::uint64_t want = 2 * ceil_div(std::max(s.size, max_size[i]), plan.granularity);
-    s.budget_chunks = occupancy.idle_over(s.start, s.end, cursor, want);
+    // One run of consecutive chunks where the idle ones allow: the runtime then sees the budget
+    // through the pool's view and maps no view of its own for it.
+    std::size_t run = occupancy.idle_run(s.start, s.end, cursor, want);
+    if (run == SIZE_MAX && cursor > 0) run = occupancy.idle_run(s.start, s.end, 0, want);
+    if (run != SIZE_MAX) {
+      s.budget_chunks.resize(want);
+      std::iota(s.budget_chunks.begin(), s.budget_chunks.end(), static_cast<std::uint32_t>(run));
+    } else {
+      s.budget_chunks = occupancy.idle_over(s.start, s.end, cursor, want);
+    }
     if (!s.budget_chunks.empty()) cursor = (s.budget_chunks.back() + 1ull) % plan.num_chunks;
   }
 }
@@ -234,8 +244,27 @@ ChunkPlan plan_chunks(const IterationSlots& in, const PlanOptions& options,
     intervals = {};
   }
 
-  // 4. Colour all demands, then give every slot its chunks in address order.
-  const ChunkColouring colouring = colour_chunk_demands(demands);
+  // 4. Colour all demands, each slot's in a row where the chunks allow (its range is then one
+  // run of consecutive chunks), then give every slot its chunks in address order.
+  std::vector<ChunkAdjacency> adjacent;
+  for (const ArenaPart& part : parts) {
+    const PlannedSlot& s = plan.slots[part.slot];
+    const std::uint64_t x = solution.offsets[static_cast<std::size_t>(&part - parts.data())];
+    const std::uint64_t first = x / g;
+    const std::uint64_t past = ceil_div(x + part.size, g);
+    const std::uint64_t boundary = part.boundary_at_start ? first : ceil_div(x, g);
+    std::size_t previous = SIZE_MAX;
+    auto add = [&](std::size_t demand) {
+      if (previous != SIZE_MAX) adjacent.push_back({previous, demand});
+      previous = demand;
+    };
+    for (std::uint64_t k = first; k < past; ++k) {
+      if (k == boundary && part.private_chunks > 0) add(private_demand[part.slot]);
+      add(busy[k].demand_at(s.start));
+    }
+    if (boundary == past && part.private_chunks > 0) add(private_demand[part.slot]);
+  }
+  const ChunkColouring colouring = colour_chunk_demands(demands, adjacent);
   plan.num_chunks = colouring.num_chunks;
   auto arena_chunk = [&](std::uint64_t k, std::uint64_t t) {
     return colouring.chunks_of(busy[k].demand_at(t), 1)[0];

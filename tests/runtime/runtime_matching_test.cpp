@@ -555,6 +555,46 @@ TEST(RuntimeMatching, AliasViewsAreSharedBetweenSlotsWithTheSameChunks) {
   }
 }
 
+// A slot whose chunks are one ascending run is seen through the pool's own view (each chunk
+// mapped once), even where no other slot's view holds that run: here Z takes the second chunk
+// of X and the first of Y. Without the pool view, Z needs a view of its own (6 mappings).
+TEST(RuntimeMatching, SlotsWhoseChunksAreOneRunShareThePoolsView) {
+  TraceBuilder b;
+  for (int it = 0; it < 4; ++it) {
+    const std::uint64_t x = b.alloc(2 * kG);
+    const std::uint64_t y = b.alloc(2 * kG);
+    b.free(x);
+    b.free(y);
+    b.free(b.alloc(2 * kG));
+    b.next_iteration();
+  }
+  ChunkPlan plan;
+  plan.granularity = kG;
+  plan.num_chunks = 4;
+  plan.signature = signature_of(b.trace(), 1);
+  plan.iteration = 1;
+  const std::tuple<std::uint64_t, std::uint64_t, std::vector<std::uint32_t>> slots[] = {
+      {0, 2, {0, 1}}, {1, 3, {2, 3}}, {4, 6, {1, 2}}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    PlannedSlot s;
+    s.ordinal = i;
+    s.size = 2 * kG;
+    s.start = std::get<0>(slots[i]);
+    s.end = std::get<1>(slots[i]);
+    s.chunks = std::get<2>(slots[i]);
+    plan.slots.push_back(s);
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:100"), *driver);
+  rt.add_plan(std::move(plan));
+  EXPECT_EQ(driver->counters().live_mappings, 4u);
+  const ReplayResult r = replay_verified(rt, b.trace());
+  for (std::uint32_t it = 1; it < 4; ++it) {
+    EXPECT_EQ(r.iterations[it].matches, 3u) << it;
+    EXPECT_EQ(r.iterations[it].vmm_calls, 0u) << it;
+  }
+}
+
 // MoE-like: one tensor grows every iteration. With varying_sizes:dynamic the plan, made from
 // two iterations, makes it a Dynamic slot matched by position; with off, it is a miss.
 TEST(RuntimeMatching, VaryingSizesBecomeDynamicSlots) {

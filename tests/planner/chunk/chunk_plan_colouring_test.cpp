@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 
 #include "planner/chunk/chunk_colouring.h"
 
@@ -49,6 +50,73 @@ TEST(ChunkColouring, UsesExactlyTheMostChunksLiveAtOnceAndNeverShares) {
 TEST(ChunkColouring, BackToBackDemandsReuseChunks) {
   const ChunkColouring c = colour_chunk_demands({{0, 5, 3}, {5, 9, 3}, {9, 12, 2}});
   EXPECT_EQ(c.num_chunks, 3u);
+}
+
+bool consecutive(std::span<const std::uint32_t> ids) {
+  for (std::size_t j = 1; j < ids.size(); ++j) {
+    if (ids[j] != ids[j - 1] + 1) return false;
+  }
+  return true;
+}
+
+// Released chunks {0} and {2, 3}: a demand of two takes the run 2-3, not the lowest ids 0 and 2,
+// and the demand of one then takes 0; no chunk more than the most demanded at once.
+TEST(ChunkColouring, ADemandTakesARunOfConsecutiveChunksWhereOneIsFree) {
+  const std::vector<ChunkDemand> demands = {
+      {0, 5, 1}, {0, 20, 1}, {0, 5, 2}, {0, 20, 1}, {5, 20, 2}, {5, 20, 1}};
+  const ChunkColouring c = colour_chunk_demands(demands);
+  EXPECT_EQ(c.num_chunks, 5u);
+  EXPECT_EQ(std::vector<std::uint32_t>(c.chunks_of(4, 2).begin(), c.chunks_of(4, 2).end()),
+            (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_EQ(c.chunks_of(5, 1)[0], 0u);
+}
+
+// A slot's range is the chunks of several demands in a row: where released chunks allow, the
+// colouring makes them consecutive, whichever demand is coloured first.
+TEST(ChunkColouring, AdjacentDemandsGetConsecutiveChunks) {
+  // Demand 0 frees six chunks at 2; demands 1 (3 chunks) and 2 (1 chunk) start together, and
+  // demand 2 is wanted before demand 1, demand 3 after it.
+  const std::vector<ChunkDemand> demands = {{0, 2, 6}, {2, 10, 3}, {2, 10, 1}, {2, 10, 1}};
+  const ChunkColouring plain = colour_chunk_demands(demands);
+  const ChunkColouring c = colour_chunk_demands(demands, {{2, 1}, {1, 3}});
+  EXPECT_EQ(c.num_chunks, 6u);
+  std::vector<std::uint32_t> range;
+  for (std::size_t d : {2, 1, 3}) {
+    for (std::uint32_t id : c.chunks_of(d, demands[d].count)) range.push_back(id);
+  }
+  EXPECT_TRUE(consecutive(range)) << range[0] << " " << range[1] << " " << range[4];
+  std::vector<std::uint32_t> unhinted;
+  for (std::size_t d : {2, 1, 3}) {
+    for (std::uint32_t id : plain.chunks_of(d, demands[d].count)) unhinted.push_back(id);
+  }
+  EXPECT_FALSE(consecutive(unhinted));
+}
+
+// With random adjacencies the colouring still never shares a chunk between demands live at
+// once and uses exactly the most chunks live at once.
+TEST(ChunkColouring, AdjacencyNeverCostsAChunk) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<ChunkDemand> demands;
+    std::vector<ChunkAdjacency> adjacent;
+    for (int i = 0; i < 200; ++i) {
+      const std::uint64_t start = rng() % 1000;
+      demands.push_back({start, start + 1 + rng() % 200, static_cast<std::uint32_t>(1 + rng() % 5)});
+      if (i > 0 && rng() % 2 == 0) adjacent.push_back({static_cast<std::size_t>(rng() % i), static_cast<std::size_t>(i)});
+    }
+    const ChunkColouring c = colour_chunk_demands(demands, adjacent);
+    EXPECT_EQ(c.num_chunks, max_demanded(demands));
+    for (std::size_t a = 0; a < demands.size(); ++a) {
+      for (std::size_t b = a + 1; b < demands.size(); ++b) {
+        if (demands[a].end <= demands[b].start || demands[b].end <= demands[a].start) continue;
+        for (std::uint32_t ia : c.chunks_of(a, demands[a].count)) {
+          for (std::uint32_t ib : c.chunks_of(b, demands[b].count)) {
+            EXPECT_NE(ia, ib) << "demands " << a << " and " << b;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(ChunkOccupancy, IdleChunksAreThoseFreeOverTheWholeInterval) {
