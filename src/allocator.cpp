@@ -40,6 +40,11 @@ std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver)
 // memory, and one that cannot be had is halved).
 constexpr std::uint64_t kSmallArenaBytes = std::uint64_t{64} << 30;
 constexpr std::uint64_t kLargeArenaBytes = std::uint64_t{1} << 40;
+// A stream's packed arenas, at kArenaKinds * stream + kind.
+constexpr std::size_t kSmallArena = 0;
+constexpr std::size_t kLargeArena = 1;
+constexpr std::size_t kOnlineArena = 2;  // large requests before the first plan, online_page pages
+constexpr std::size_t kArenaKinds = 3;
 // Emptied memory each packed arena keeps mapped, so that a tensor freed and made again during
 // profiling or after a miss costs no VMM call: all of it. An arena short of a chunk takes one of
 // its own idle pages whose GPU work is done, then another arena's (the reclaim hook), before it
@@ -582,7 +587,15 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
 
 PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
   const bool small = size <= config_.small_size;
-  const std::size_t index = 2 * std::size_t{stream} + (small ? 0 : 1);
+  // online_page set: before any plan is installed (nothing is lent from a pool then), large
+  // requests take pages of online_page bytes, one chunk made and mapped per page, where pages
+  // of the granularity make a cuMemCreate and a cuMemMap every 2 MiB of a workload served
+  // online. Off by default: the partly used pages cost small workloads memory
+  // (docs/runtime.md, "Pages of the online path").
+  const std::uint64_t page_granules = std::max<std::uint64_t>(config_.online_page / granularity_, 1);
+  const bool online = !small && page_granules > 1 && cache_.installed().empty();
+  const std::size_t kind = small ? kSmallArena : online ? kOnlineArena : kLargeArena;
+  const std::size_t index = kArenaKinds * std::size_t{stream} + kind;
   if (packed_.size() <= index) packed_.resize(index + 1);
   if (!packed_[index]) {
     packed_[index] = std::make_unique<PackedArena>(
@@ -597,7 +610,8 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
             dedicated_.release_for(granularity_);
           }
           return false;
-        });
+        },
+        online ? page_granules : 1);
   }
   return *packed_[index];
 }
@@ -883,13 +897,13 @@ std::string Runtime::snapshot_pickle() const {
   }
   for (std::size_t index = 0; index < packed_.size(); ++index) {
     if (!packed_[index]) continue;
-    const auto stream = static_cast<std::uint32_t>(index / 2);
+    const auto stream = static_cast<std::uint32_t>(index / kArenaKinds);
     for (const PackedArena::Run& run : packed_[index]->runs()) {
       SnapshotSegment seg;
       seg.address = run.base;
       seg.total_size = run.bytes;
       seg.stream = stream < sync_.streams() ? sync_.handle_of(stream) : 0;
-      seg.small = index % 2 == 0;
+      seg.small = index % kArenaKinds == kSmallArena;
       for (const PackedArena::Block& b : run.blocks) {
         seg.blocks.push_back({b.address, b.bytes, b.size, true});
       }

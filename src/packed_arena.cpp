@@ -8,13 +8,14 @@ namespace stalloc {
 PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
                          std::uint64_t reservation_bytes, std::uint32_t home,
                          std::uint64_t idle_bytes, IdleChunkLender* lender,
-                         Reclaim reclaim)
+                         Reclaim reclaim, std::uint64_t page_granules)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
-      lender_(lender),
+      lender_(page_granules > 1 ? nullptr : lender),
       reclaim_(std::move(reclaim)),
-      granularity_(memory.granularity()),
+      page_granules_(std::max<std::uint64_t>(page_granules, 1)),
+      granularity_(memory.granularity() * page_granules_),
       reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
                          granularity_ * granularity_),
       home_(StreamSync::bit(home)),
@@ -30,6 +31,7 @@ PackedArena::~PackedArena() {
     page.chunk.users |= page.users;
     return_chunk(page.chunk, page.lent);
   }
+  for (const Chunk& chunk : spare_) memory_.release_dedicated(chunk, page_granules_);
   if (base_ != 0) driver_.free_reservation(base_, reservation_bytes_);
 }
 
@@ -155,18 +157,23 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     Page& page = pages_[i];
     if (page.mapped) continue;
     std::uint32_t lent = kOwnChunk;
-    std::optional<Chunk> chunk = memory_.take_cached();
-    if (!chunk && take_idle_chunk(first, last)) chunk = memory_.take_cached();
-    if (!chunk && lender_ != nullptr) {
-      auto borrowed = lender_->borrow();
-      if (!borrowed) borrowed = lender_->take_parked(this, first, last);
-      if (borrowed) {
-        chunk = borrowed->chunk;
-        lent = borrowed->index;
+    std::optional<Chunk> chunk;
+    if (page_granules_ > 1) {
+      chunk = large_page_chunk(first, last);
+    } else {
+      chunk = memory_.take_cached();
+      if (!chunk && take_idle_chunk(first, last)) chunk = memory_.take_cached();
+      if (!chunk && lender_ != nullptr) {
+        auto borrowed = lender_->borrow();
+        if (!borrowed) borrowed = lender_->take_parked(this, first, last);
+        if (borrowed) {
+          chunk = borrowed->chunk;
+          lent = borrowed->index;
+        }
       }
+      if (!chunk && reclaim_ && reclaim_(this)) chunk = memory_.take_cached();
+      if (!chunk) chunk = memory_.acquire();
     }
-    if (!chunk && reclaim_ && reclaim_(this)) chunk = memory_.take_cached();
-    if (!chunk) chunk = memory_.acquire();
     bool ok = chunk.has_value();
     if (!ok) {
       *why = memory_.last_failure();
@@ -222,8 +229,34 @@ void PackedArena::unmap_page(std::uint64_t index) {
   --mapped_pages_;
 }
 
+std::optional<Chunk> PackedArena::large_page_chunk(std::uint64_t first, std::uint64_t last) {
+  if (spare_.empty()) {
+    keep_unmapped_ = true;
+    take_idle_chunk(first, last);
+    keep_unmapped_ = false;
+  }
+  if (!spare_.empty()) {
+    const Chunk chunk = spare_.back();
+    spare_.pop_back();
+    return chunk;
+  }
+  std::optional<Chunk> chunk = memory_.acquire_dedicated(page_granules_);
+  // At the capacity: other arenas' idle pages whose GPU work is done go back (to the cache,
+  // which acquire_dedicated releases to make room), one granule at a time.
+  for (std::uint64_t k = 0; !chunk && k < page_granules_ && reclaim_ && reclaim_(this); ++k) {
+    chunk = memory_.acquire_dedicated(page_granules_);
+  }
+  return chunk;
+}
+
 void PackedArena::return_chunk(const Chunk& chunk, std::uint32_t lent) {
-  if (lent == kOwnChunk) {
+  if (lent == kOwnChunk && page_granules_ > 1) {
+    if (keep_unmapped_) {
+      spare_.push_back(chunk);
+    } else {
+      memory_.release_dedicated(chunk, page_granules_);
+    }
+  } else if (lent == kOwnChunk) {
     memory_.give_back(chunk);
   } else {
     lender_->give_back(lent, chunk.users);

@@ -39,6 +39,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -63,10 +64,14 @@ class PackedArena final : private ChunkBorrower {
   // reclaim: asked, when the arena is short of a chunk and has none of its own nor lent to take,
   // to put one in PhysicalMemory's cache (another arena's idle page whose GPU work is done);
   // true when it did. Null: never.
+  // page_granules: pages of that many granules, each backed by one chunk of its own size made
+  // for the arena (one cuMemCreate and one cuMemMap per page, as PyTorch's expandable segments
+  // map 20 MiB pages): no lender then, and its chunks never go to PhysicalMemory's cache.
   using Reclaim = std::function<bool(PackedArena* asking)>;
   PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
               std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes,
-              IdleChunkLender* lender = nullptr, Reclaim reclaim = nullptr);
+              IdleChunkLender* lender = nullptr, Reclaim reclaim = nullptr,
+              std::uint64_t page_granules = 1);
   ~PackedArena();
   PackedArena(const PackedArena&) = delete;
   PackedArena& operator=(const PackedArena&) = delete;
@@ -91,6 +96,7 @@ class PackedArena final : private ChunkBorrower {
 
   std::uint64_t live_bytes() const { return live_bytes_; }
   std::uint64_t mapped_pages() const { return mapped_pages_; }
+  std::uint64_t page_bytes() const { return granularity_; }
   // Mapped pages backed by chunks lent from the plan pool.
   std::uint64_t lent_pages() const { return lent_pages_; }
   // Entries in the list of emptied pages, stale ones included (bounded by twice the idle pages).
@@ -175,6 +181,9 @@ class PackedArena final : private ChunkBorrower {
   // Unmaps the idle page emptied longest ago (but for pages first..last) if its GPU work is
   // done, its chunk going to PhysicalMemory's cache; false otherwise.
   bool take_idle_chunk(std::uint64_t first, std::uint64_t last);
+  // Large pages: a chunk of the page's size for a page of first..last: a spare one, one of the
+  // arena's own idle pages whose GPU work is done, or a new one.
+  std::optional<Chunk> large_page_chunk(std::uint64_t first, std::uint64_t last);
   // Starts the unmap of the idle page emptied longest ago.
   void retire_oldest_idle();
 
@@ -183,8 +192,13 @@ class PackedArena final : private ChunkBorrower {
   StreamSync& sync_;
   IdleChunkLender* lender_;
   Reclaim reclaim_;
-  std::uint64_t granularity_;
+  std::uint64_t page_granules_;
+  std::uint64_t granularity_;  // the page size: page_granules_ granules
   std::uint64_t reservation_bytes_;
+  // Large pages: chunks of unmapped idle pages taken for another page of the arena, and whether
+  // unmap_page keeps the chunk there (take_idle_chunk for the arena itself) or releases it.
+  std::vector<Chunk> spare_;
+  bool keep_unmapped_ = false;
   StreamMask home_;
   vmm::DevicePtr base_ = 0;
   std::vector<Page> pages_;

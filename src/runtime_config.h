@@ -38,6 +38,10 @@ struct RuntimeConfig {
   // Unplanned requests of at least this many bytes get a dedicated range (one chunk of their
   // size) while no plan is followed; 0: never.
   std::uint64_t large_size = std::uint64_t{32} << 20;
+  // Page size of the packed arena that serves requests above small_size before the first plan
+  // is installed (profiling, workloads never planned), rounded down to a multiple of the
+  // granularity; 0 (or up to twice the granularity) keeps pages of the granularity.
+  std::uint64_t online_page = 0;
   std::uint64_t capacity = 0;              // bytes of physical memory; 0: unlimited
   std::uint64_t max_mappings = 0;          // live chunk mappings allowed; 0: the driver's limit
   bool auto_step = true;                   // detect iteration boundaries when step() is never called

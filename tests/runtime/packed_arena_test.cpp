@@ -18,12 +18,14 @@ using namespace testing_support;
 constexpr std::uint64_t kReservation = 1024 * kG;
 
 struct ArenaFixture {
-  explicit ArenaFixture(std::uint64_t capacity = 0, std::uint64_t idle_pages = 0)
+  explicit ArenaFixture(std::uint64_t capacity = 0, std::uint64_t idle_pages = 0,
+                        std::uint64_t page_granules = 1)
       : host(host_driver()),
         driver(*host),
         sync(driver),
         memory(driver, kG, capacity),
-        arena(driver, memory, sync, kReservation, 0, idle_pages * kG) {}
+        arena(driver, memory, sync, kReservation, 0, idle_pages * kG, nullptr, nullptr,
+              page_granules) {}
   std::unique_ptr<vmm::Driver> host;
   vmm::FaultInjectingDriver driver;
   StreamSync sync;
@@ -420,7 +422,8 @@ TEST(PackedArena, ReclaimTakesAnotherArenasIdlePageBeforeCreating) {
 // Random sizes, random frees, every byte checked. `hold_events` flips now and then whether the
 // GPU is done with freed memory, so that idle pages are sometimes taken back and sometimes must
 // keep their chunks.
-void run_random_workload(ArenaFixture& f, bool flip_events) {
+// scale: sizes in pages of the arena (an arena of larger pages gets larger tensors).
+void run_random_workload(ArenaFixture& f, bool flip_events, std::uint64_t scale = 1) {
   std::mt19937_64 rng(7);
   struct Live {
     vmm::DevicePtr p;
@@ -433,7 +436,7 @@ void run_random_workload(ArenaFixture& f, bool flip_events) {
   for (int step = 0; step < 3000; ++step) {
     if (flip_events && rng() % 50 == 0) f.driver.hold_events(rng() % 2 == 0);
     if (live.empty() || rng() % 100 < 55) {
-      const std::uint64_t size = 1 + rng() % (rng() % 4 == 0 ? 3 * kG : kG / 8);
+      const std::uint64_t size = 1 + rng() % (rng() % 4 == 0 ? 3 * kG * scale : kG * scale / 8);
       const auto tag = static_cast<unsigned char>(1 + step % 250);
       vmm::DevicePtr p = f.arena.allocate(size, 0, &why);
       ASSERT_NE(p, 0u) << why;
@@ -483,6 +486,65 @@ TEST(PackedArena, RandomWorkloadKeepsAllocationsApart) {
 TEST(PackedArena, RandomWorkloadKeepingIdlePagesKeepsAllocationsApart) {
   ArenaFixture f(0, 1u << 20);
   run_random_workload(f, true);
+}
+
+// Pages of four granules (the online path's online_page): one chunk made and one mapping per
+// page, whatever the tensors on it; idle pages give their chunks to new pages of the arena,
+// and released, the chunks go back to the driver (they fit no other page size).
+TEST(PackedArena, LargePagesMakeOneChunkAndOneMappingPerPage) {
+  ArenaFixture f(0, 1u << 20, 4);
+  EXPECT_EQ(f.arena.page_bytes(), 4 * kG);
+  std::string why;
+  const vmm::DevicePtr a = f.arena.allocate(10 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  const vmm::DevicePtr b = f.arena.allocate(kG / 2, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  fill(a, 10 * kG, 1);
+  fill(b, kG / 2, 2);
+  EXPECT_EQ(f.driver.counters().creates, 3u);
+  EXPECT_EQ(f.driver.counters().maps, 3u);
+  EXPECT_EQ(f.arena.mapped_pages(), 3u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 12 * kG);
+  EXPECT_TRUE(holds(a, 10 * kG, 1));
+  EXPECT_TRUE(f.arena.free(a, 1));
+  // The idle pages' chunks serve the next tensor: no chunk made.
+  const vmm::DevicePtr c = f.arena.allocate(9 * kG, 0, &why);
+  ASSERT_NE(c, 0u) << why;
+  fill(c, 9 * kG, 3);
+  EXPECT_EQ(f.driver.counters().creates, 3u);
+  EXPECT_TRUE(holds(b, kG / 2, 2));
+  EXPECT_TRUE(f.arena.free(b, 1));
+  EXPECT_TRUE(f.arena.free(c, 1));
+  f.arena.release_idle();
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+  EXPECT_EQ(f.driver.counters().live_chunks, 0u);
+}
+
+TEST(PackedArena, LargePagesFailedCallsAreRolledBack) {
+  for (const vmm::CallMask kind : {vmm::CallMask::Create, vmm::CallMask::Map, vmm::CallMask::SetAccess}) {
+    ArenaFixture f(0, 0, 4);
+    std::string why;
+    f.driver.fail_nth(1, kind);
+    EXPECT_EQ(f.arena.allocate(6 * kG, 0, &why), 0u);
+    EXPECT_EQ(f.driver.counters().live_mappings, 0u);
+    EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+    const vmm::DevicePtr p = f.arena.allocate(6 * kG, 0, &why);
+    ASSERT_NE(p, 0u) << why;
+    fill(p, 6 * kG, 9);
+    EXPECT_TRUE(holds(p, 6 * kG, 9));
+    EXPECT_TRUE(f.arena.free(p, 1));
+  }
+}
+
+TEST(PackedArena, LargePagesRandomWorkloadKeepsAllocationsApart) {
+  ArenaFixture f(0, 0, 4);
+  run_random_workload(f, false, 4);
+}
+
+TEST(PackedArena, LargePagesKeepingIdlePagesKeepsAllocationsApart) {
+  ArenaFixture f(0, 1u << 20, 4);
+  run_random_workload(f, true, 4);
 }
 
 // An arena beside a plan pool of `pool_chunks` chunks it may borrow from.

@@ -68,6 +68,32 @@ TEST(RuntimeLifecycle, LargeUnplannedTensorsGetADedicatedRange) {
   }
 }
 
+// online_page: before the first plan, large requests take pages of that size (one chunk made
+// and mapped per page); the plan is installed and followed as with pages of the granularity,
+// and data survive both.
+TEST(RuntimeLifecycle, OnlinePagesServeTheProfiledIterationsWithFewerChunks) {
+  const Trace trace = periodic_trace(5, 6 * kG + 4096);
+  std::uint64_t first_calls[2] = {0, 0};
+  for (const bool large_pages : {false, true}) {
+    auto driver = host_driver();
+    // Requests above half a granule go to the large arena (kG is 64 KiB here).
+    const std::string sizes = "small_size:" + std::to_string(kG / 2) + ",large_size:0,";
+    Runtime rt(test_config(sizes + "online_page:" + std::to_string(large_pages ? 4 * kG : 0)),
+               *driver);
+    ReplayOptions options;
+    options.verify = true;
+    const ReplayResult r = replay_trace(rt, trace, options);
+    EXPECT_EQ(r.verify_errors, 0u);
+    EXPECT_EQ(r.failed_allocations, 0u);
+    EXPECT_EQ(rt.stats().plan_installs, 1u);
+    ASSERT_EQ(r.iterations.size(), 5u);
+    EXPECT_EQ(r.iterations[4].matches, allocations_per_iteration());
+    EXPECT_EQ(r.iterations[4].vmm_calls, 0u);
+    first_calls[large_pages ? 1 : 0] = r.iterations[0].vmm_calls;
+  }
+  EXPECT_LT(2 * first_calls[1], first_calls[0]);
+}
+
 // Gradients made in backward and freed by the next step's zero_grad: planned wrapped around
 // the iteration's end, they share chunks with the forward's activations, every request of the
 // planned iterations takes its slot and the data survive.
