@@ -240,9 +240,19 @@ std::optional<Chunk> PackedArena::large_page_chunk(std::uint64_t first, std::uin
     spare_.pop_back();
     return chunk;
   }
+  // Above the most ever held, other arenas' idle pages whose GPU work is done go first (to the
+  // cache, released here), a granule at a time: a chunk of this size fits no other page, so
+  // what they keep would otherwise stay beside it.
+  for (std::uint64_t k = 0; k < page_granules_ &&
+                            memory_.reserved_bytes() + granularity_ > memory_.high_water_bytes();
+       ++k) {
+    memory_.trim();
+    if (memory_.reserved_bytes() + granularity_ <= memory_.high_water_bytes()) break;
+    if (!reclaim_ || !reclaim_(this)) break;
+  }
+  memory_.trim();
   std::optional<Chunk> chunk = memory_.acquire_dedicated(page_granules_);
-  // At the capacity: other arenas' idle pages whose GPU work is done go back (to the cache,
-  // which acquire_dedicated releases to make room), one granule at a time.
+  // At the capacity: the same, until a chunk can be made.
   for (std::uint64_t k = 0; !chunk && k < page_granules_ && reclaim_ && reclaim_(this); ++k) {
     chunk = memory_.acquire_dedicated(page_granules_);
   }

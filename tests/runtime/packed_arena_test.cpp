@@ -417,6 +417,31 @@ TEST(PackedArena, ReclaimTakesAnotherArenasIdlePageBeforeCreating) {
   EXPECT_TRUE(second.free(c, StreamSync::bit(1)));
 }
 
+// An arena of large pages at the most memory ever held: another arena's idle pages whose GPU
+// work is done go before its page is made, so that the memory held does not grow beside them.
+TEST(PackedArena, LargePagesReclaimOtherArenasIdlePagesBeforeGrowing) {
+  auto host = host_driver();
+  StreamSync sync(*host);
+  PhysicalMemory memory(*host, kG, 0);
+  PackedArena first(*host, memory, sync, kReservation, 0, 1024 * kG);
+  PackedArena large(*host, memory, sync, kReservation, 0, 1024 * kG, nullptr,
+                    [&first](PackedArena*) { return first.give_idle_chunk(); }, 4);
+  std::string why;
+  vmm::DevicePtr a = first.allocate(6 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  ASSERT_TRUE(first.free(a, StreamSync::bit(0)));
+  ASSERT_EQ(first.mapped_pages(), 6u);
+  ASSERT_EQ(memory.high_water_bytes(), 6 * kG);
+  vmm::DevicePtr b = large.allocate(3 * kG, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  EXPECT_EQ(first.mapped_pages(), 2u);  // four idle pages gave their chunks back
+  EXPECT_EQ(memory.reserved_bytes(), 6 * kG);
+  EXPECT_EQ(memory.high_water_bytes(), 6 * kG);
+  std::memset(reinterpret_cast<void*>(b), 6, 3 * kG);
+  EXPECT_TRUE(holds(b, 3 * kG, 6));
+  EXPECT_TRUE(large.free(b, 1));
+}
+
 // Random sizes, random frees: live allocations never share a byte (an independent check on the
 // addresses and on written patterns), and once all are gone no page stays mapped.
 // Random sizes, random frees, every byte checked. `hold_events` flips now and then whether the
