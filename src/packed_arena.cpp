@@ -341,15 +341,19 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     }
     page.idle = true;
     // Marks the work that used it, so that the arena can take the page's chunk for another
-    // page once that work is done (take_idle_chunk) without a host wait. The pages this free
-    // empties share one marker, recorded on every stream that used any of them.
-    if (marker == kNoMarker) marker = new_marker(pages_used_by(first, last));
+    // page once that work is done (take_idle_chunk) without a host wait. The pages of this free
+    // and of the frees after it share one marker (Marker).
+    if (marker == kNoMarker) marker = open_marker(pages_used_by(first, last));
     if (marker != kNoMarker) {
       page.marker = marker;
       ++markers_[marker].refs;
     }
     idle_.push_back({i, page.generation});
     ++idle_pages_;
+  }
+  if (marker != kNoMarker && marker == open_marker_ &&
+      ++markers_[marker].frees >= kFreesPerMarker) {
+    record_marker(marker);
   }
   // Entries of pages taken again stay in idle_ until they reach its front, which an arena that
   // keeps every idle page may never pop: drop them once they outnumber the live ones.
@@ -385,30 +389,36 @@ StreamMask PackedArena::pages_used_by(std::uint64_t first, std::uint64_t last) c
   return users;
 }
 
-std::uint32_t PackedArena::new_marker(StreamMask users) {
+std::uint32_t PackedArena::open_marker(StreamMask users) {
   if (users == 0) return kNoMarker;
-  std::uint32_t m;
-  if (free_markers_.empty()) {
-    m = static_cast<std::uint32_t>(markers_.size());
-    markers_.emplace_back();
-  } else {
-    m = free_markers_.back();
-    free_markers_.pop_back();
+  if (open_marker_ == kNoMarker) {
+    if (free_markers_.empty()) {
+      open_marker_ = static_cast<std::uint32_t>(markers_.size());
+      markers_.emplace_back();
+    } else {
+      open_marker_ = free_markers_.back();
+      free_markers_.pop_back();
+    }
+    markers_[open_marker_] = Marker{};
   }
+  markers_[open_marker_].users |= users;
+  return open_marker_;
+}
+
+void PackedArena::record_marker(std::uint32_t m) {
+  if (m == open_marker_) open_marker_ = kNoMarker;
   Marker& marker = markers_[m];
-  marker.done = false;
-  marker.refs = 0;
-  if (!sync_.record(users, &marker.events)) {
+  marker.recorded = true;
+  if (!sync_.record(marker.users, &marker.events)) {
     sync_.discard(&marker.events);
-    free_markers_.push_back(m);
-    return kNoMarker;
+    marker.failed = true;
   }
-  return m;
 }
 
 bool PackedArena::marker_done(std::uint32_t m) {
+  if (!markers_[m].recorded) record_marker(m);
   Marker& marker = markers_[m];
-  if (!marker.done && sync_.completed(&marker.events)) marker.done = true;
+  if (!marker.done && !marker.failed && sync_.completed(&marker.events)) marker.done = true;
   return marker.done;
 }
 
@@ -417,6 +427,7 @@ void PackedArena::drop_marker(Page& page) {
   Marker& marker = markers_[page.marker];
   if (--marker.refs == 0) {
     sync_.discard(&marker.events);
+    if (page.marker == open_marker_) open_marker_ = kNoMarker;
     free_markers_.push_back(page.marker);
   }
   page.marker = kNoMarker;

@@ -56,6 +56,8 @@ namespace stalloc {
 class PackedArena final : private ChunkBorrower {
  public:
   static constexpr std::uint64_t kAlignment = 512;
+  // Frees whose emptied pages share one marker (below), recorded after the last of them.
+  static constexpr std::uint32_t kFreesPerMarker = 16;
 
   // reservation_bytes: the virtual space reserved at the first allocation (a multiple of the
   // granularity); it bounds what can be live in the arena at once.
@@ -133,10 +135,18 @@ class PackedArena final : private ChunkBorrower {
     std::vector<vmm::EventHandle> events;  // pending unmap: the GPU is done when these are
     std::uint32_t marker = kNoMarker;      // idle: when the GPU is done with its last use
   };
-  // Events recorded when a free emptied pages, shared by those pages while they stay idle.
+  // Events that say when the GPU is done with pages frees emptied, shared by those pages while
+  // they stay idle. Recorded after the frees of up to kFreesPerMarker (on every stream that
+  // used any of their pages), or when a page of them is wanted first: a mark after a page's
+  // last use covers it, and one record per free was an event record for most frees of a
+  // Dynamic tensor every iteration (llama7b-varlen cycling six lengths: 1.6-3k per iteration).
   struct Marker {
     std::vector<vmm::EventHandle> events;
     std::uint32_t refs = 0;
+    std::uint32_t frees = 0;
+    StreamMask users = 0;
+    bool recorded = false;
+    bool failed = false;  // the driver refused the record: never known done
     bool done = false;
   };
   struct Pending {
@@ -173,9 +183,10 @@ class PackedArena final : private ChunkBorrower {
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
   StreamMask pages_used_by(std::uint64_t first, std::uint64_t last) const;
-  // A marker recorded on `users` now; kNoMarker when there is nothing to wait for or the driver
-  // refused.
-  std::uint32_t new_marker(StreamMask users);
+  // The marker still open for pages emptied now, `users` added; kNoMarker when there is nothing
+  // to wait for.
+  std::uint32_t open_marker(StreamMask users);
+  void record_marker(std::uint32_t marker);
   bool marker_done(std::uint32_t marker);
   void drop_marker(Page& page);
   // Unmaps the idle page emptied longest ago (but for pages first..last) if its GPU work is
@@ -218,6 +229,7 @@ class PackedArena final : private ChunkBorrower {
   std::vector<std::uint64_t> deferred_;
   std::vector<Marker> markers_;
   std::vector<std::uint32_t> free_markers_;
+  std::uint32_t open_marker_ = kNoMarker;
 };
 
 }  // namespace stalloc

@@ -25,9 +25,11 @@ assert 0 < d["utilization"] <= 1 and d["peak_reserved_bytes"] >= d["lower_bound_
 assert d["vmm_ops_median_per_iteration"] == 0 and d["vmm_ops_per_iteration"] == 0, d
 last = d["per_iteration"][-1]
 assert last["misses"] == 0 and last["conflicts"] == 0 and last["matched"] > 0, last
-# Profiling maps and retires packed pages (events mark when the GPU is done with them); a
-# single-stream plan followed exactly needs none.
-assert d["per_iteration"][0]["event_calls"] > 0 and last["event_calls"] == 0, d["per_iteration"]
+# Profiling maps and retires packed pages (events mark when the GPU is done with them, recorded
+# when the pages are wanted, at the latest at the plan's install); a single-stream plan followed
+# exactly needs none.
+profiled = d["per_iteration"][0]["event_calls"] + d["per_iteration"][1]["event_calls"]
+assert profiled > 0 and last["event_calls"] == 0, d["per_iteration"]
 PY
 
 # 0-byte allocations (torch.empty(0), an MoE expert with no tokens) do not stop planning: four
