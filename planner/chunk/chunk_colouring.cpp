@@ -43,6 +43,10 @@ class FreeRuns {
     ++free_;
   }
 
+  bool has_run(std::uint32_t count) const {
+    return by_length_.lower_bound({count, 0}) != by_length_.end();
+  }
+
   // Takes ids [first, first + count) when they are all released.
   bool take_exact(std::uint32_t first, std::uint32_t count, std::uint32_t* out) {
     auto it = runs_.upper_bound(first);
@@ -97,10 +101,12 @@ class FreeRuns {
   std::uint64_t free_ = 0;
 };
 
+
 }  // namespace
 
 ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands,
-                                    const std::vector<ChunkAdjacency>& adjacent) {
+                                    const std::vector<ChunkAdjacency>& adjacent,
+                                    std::uint64_t cap) {
   ChunkColouring out;
   std::vector<std::size_t> order(demands.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -172,6 +178,11 @@ ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands,
       }
       placed = (left + right > 0) && released.take_padded(demand.count, left, right, ids);
     }
+    if (!placed && cap != UINT64_MAX && !released.has_run(demand.count) &&
+        std::uint64_t{next_id} + demand.count <= cap) {
+      for (std::uint32_t j = 0; j < demand.count; ++j) ids[j] = next_id++;
+      placed = true;
+    }
     if (!placed) {
       released.take(reused, ids);
       for (std::uint32_t j = reused; j < demand.count; ++j) ids[j] = next_id++;
@@ -181,6 +192,7 @@ ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands,
   out.num_chunks = next_id;
   return out;
 }
+
 
 void ChunkOccupancy::seal() {
   for (auto& intervals : busy_) {

@@ -36,8 +36,12 @@ struct ChunkAdjacency {
   std::size_t after = 0;
 };
 
+// cap (optional): the count a first colouring reached. Below it, a demand that no released run
+// holds whole takes new consecutive ids instead of pieces of released runs; the count may then
+// exceed the cap (new ids taken early can leave a later demand short), so the caller compares.
 ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands,
-                                    const std::vector<ChunkAdjacency>& adjacent = {});
+                                    const std::vector<ChunkAdjacency>& adjacent = {},
+                                    std::uint64_t cap = UINT64_MAX);
 
 // Which chunks are busy when: answers "which chunks are idle over all of [start, end)".
 class ChunkOccupancy {

@@ -131,6 +131,27 @@ void fill_mapping_figures(ChunkPlan& plan, std::uint64_t requests) {
   }
 }
 
+// Chunk mappings an alias install makes (src/plan_installer.cpp): each used chunk once in the
+// pool's view, and every chunk of a range (a slot's chunks, a Dynamic slot's budget) that is
+// not one ascending run once more in a view of its own (views shared between such ranges
+// not counted).
+std::uint64_t install_mappings(const ChunkPlan& plan) {
+  std::vector<bool> used(plan.num_chunks, false);
+  std::uint64_t mappings = 0;
+  for (const PlannedSlot& s : plan.slots) {
+    const std::vector<std::uint32_t>& range = s.kind == SlotKind::Dynamic ? s.budget_chunks : s.chunks;
+    for (std::uint32_t c : range) {
+      mappings += used[c] ? 0 : 1;
+      used[c] = true;
+    }
+    const auto not_next = [](std::uint32_t a, std::uint32_t b) { return b != a + 1; };
+    if (std::adjacent_find(range.begin(), range.end(), not_next) != range.end()) {
+      mappings += range.size();
+    }
+  }
+  return mappings;
+}
+
 DsaSolution solve_checked(const DsaProblem& problem, const DsaOptions& options) {
   DsaSolution solution = solve_dsa(problem, options);
   if (solution.offsets.size() != problem.buffers.size()) {
@@ -264,46 +285,63 @@ ChunkPlan plan_chunks(const IterationSlots& in, const PlanOptions& options,
     }
     if (boundary == past && part.private_chunks > 0) add(private_demand[part.slot]);
   }
-  const ChunkColouring colouring = colour_chunk_demands(demands, adjacent);
-  plan.num_chunks = colouring.num_chunks;
-  auto arena_chunk = [&](std::uint64_t k, std::uint64_t t) {
-    return colouring.chunks_of(busy[k].demand_at(t), 1)[0];
-  };
-  std::vector<bool> has_part(plan.slots.size(), false);
-  for (std::size_t p = 0; p < parts.size(); ++p) {
-    const ArenaPart& part = parts[p];
-    has_part[part.slot] = true;
-    PlannedSlot& s = plan.slots[part.slot];
-    const std::uint64_t x = solution.offsets[p];
-    const std::uint64_t first = x / g;
-    const std::uint64_t past = ceil_div(x + part.size, g);
-    // Private chunks go in at the first boundary inside [x, x + size]; Widened parts span more
-    // than a chunk and Aligned parts start on one, so it exists.
-    const std::uint64_t boundary = part.boundary_at_start ? first : ceil_div(x, g);
-    s.offset = x % g;
-    for (std::uint64_t k = first; k < past; ++k) {
-      if (k == boundary && part.private_chunks > 0) {
-        for (std::uint32_t c : colouring.chunks_of(private_demand[part.slot],
-                                                   static_cast<std::uint32_t>(part.private_chunks))) {
-          s.chunks.push_back(c);
+  // Every slot's chunks, in address order, from a colouring.
+  auto assign = [&](const ChunkColouring& colouring) {
+    ChunkPlan out = plan;
+    out.num_chunks = colouring.num_chunks;
+    out.granularity = g;
+    auto arena_chunk = [&](std::uint64_t k, std::uint64_t t) {
+      return colouring.chunks_of(busy[k].demand_at(t), 1)[0];
+    };
+    std::vector<bool> has_part(out.slots.size(), false);
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const ArenaPart& part = parts[p];
+      has_part[part.slot] = true;
+      PlannedSlot& s = out.slots[part.slot];
+      const std::uint64_t x = solution.offsets[p];
+      const std::uint64_t first = x / g;
+      const std::uint64_t past = ceil_div(x + part.size, g);
+      // Private chunks go in at the first boundary inside [x, x + size]; Widened parts span
+      // more than a chunk and Aligned parts start on one, so it exists.
+      const std::uint64_t boundary = part.boundary_at_start ? first : ceil_div(x, g);
+      const auto private_chunks = [&] {
+        return colouring.chunks_of(private_demand[part.slot],
+                                   static_cast<std::uint32_t>(part.private_chunks));
+      };
+      s.offset = x % g;
+      for (std::uint64_t k = first; k < past; ++k) {
+        if (k == boundary && part.private_chunks > 0) {
+          for (std::uint32_t c : private_chunks()) s.chunks.push_back(c);
         }
+        s.chunks.push_back(arena_chunk(k, s.start));
       }
-      s.chunks.push_back(arena_chunk(k, s.start));
-    }
-    if (boundary == past && part.private_chunks > 0) {
-      for (std::uint32_t c : colouring.chunks_of(private_demand[part.slot],
-                                                 static_cast<std::uint32_t>(part.private_chunks))) {
-        s.chunks.push_back(c);
+      if (boundary == past && part.private_chunks > 0) {
+        for (std::uint32_t c : private_chunks()) s.chunks.push_back(c);
       }
     }
+    for (std::size_t i = 0; i < out.slots.size(); ++i) {
+      if (has_part[i] || private_demand[i] == SIZE_MAX) continue;
+      PlannedSlot& s = out.slots[i];
+      const auto count = static_cast<std::uint32_t>(s.size / g);
+      for (std::uint32_t c : colouring.chunks_of(private_demand[i], count)) s.chunks.push_back(c);
+    }
+    return out;
+  };
+  const ChunkColouring plain = colour_chunk_demands(demands, adjacent);
+  ChunkPlan best = assign(plain);
+  // Colouring again with the count known gives demands that no released run holds whole new
+  // consecutive chunks instead of pieces: kept where the count holds and the install maps
+  // fewer chunks (with the budgets that Dynamic slots will get).
+  const ChunkColouring whole = colour_chunk_demands(demands, adjacent, plain.num_chunks);
+  if (whole.num_chunks == plain.num_chunks) {
+    ChunkPlan other = assign(whole);
+    ChunkPlan with_budgets = best;
+    fill_budgets(with_budgets, in.max_size);
+    ChunkPlan other_with_budgets = other;
+    fill_budgets(other_with_budgets, in.max_size);
+    if (install_mappings(other_with_budgets) < install_mappings(with_budgets)) best = std::move(other);
   }
-  for (std::size_t i = 0; i < plan.slots.size(); ++i) {
-    if (has_part[i] || private_demand[i] == SIZE_MAX) continue;
-    PlannedSlot& s = plan.slots[i];
-    const auto count = static_cast<std::uint32_t>(s.size / g);
-    for (std::uint32_t c : colouring.chunks_of(private_demand[i], count)) s.chunks.push_back(c);
-  }
-  return plan;
+  return best;
 }
 
 bool any_split_tail(const IterationSlots& in, std::uint64_t g) {

@@ -92,8 +92,24 @@ TEST(ChunkColouring, AdjacentDemandsGetConsecutiveChunks) {
   EXPECT_FALSE(consecutive(unhinted));
 }
 
+// Colouring again with the count known: a demand that no released run holds whole takes new
+// consecutive chunks below the count. Released {1} and {3} at time 5, the count 6 (reached at
+// time 10): the demand of two takes 4-5, not 1 and 3.
+TEST(ChunkColouring, KnowingTheCountADemandTakesNewChunksRatherThanPieces) {
+  const std::vector<ChunkDemand> demands = {{0, 10, 1}, {0, 5, 1}, {0, 10, 1}, {0, 5, 1},
+                                            {5, 10, 2}, {10, 20, 6}};
+  const ChunkColouring plain = colour_chunk_demands(demands);
+  ASSERT_EQ(plain.num_chunks, 6u);
+  EXPECT_FALSE(consecutive(plain.chunks_of(4, 2)));
+  const ChunkColouring whole = colour_chunk_demands(demands, {}, plain.num_chunks);
+  EXPECT_EQ(whole.num_chunks, 6u);
+  EXPECT_EQ(std::vector<std::uint32_t>(whole.chunks_of(4, 2).begin(), whole.chunks_of(4, 2).end()),
+            (std::vector<std::uint32_t>{4, 5}));
+}
+
 // With random adjacencies the colouring still never shares a chunk between demands live at
-// once and uses exactly the most chunks live at once.
+// once and uses exactly the most chunks live at once; with the count as a cap, it never shares
+// either (its count may exceed the cap, which the planner then does not take).
 TEST(ChunkColouring, AdjacencyNeverCostsAChunk) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 20; ++round) {
@@ -104,14 +120,18 @@ TEST(ChunkColouring, AdjacencyNeverCostsAChunk) {
       demands.push_back({start, start + 1 + rng() % 200, static_cast<std::uint32_t>(1 + rng() % 5)});
       if (i > 0 && rng() % 2 == 0) adjacent.push_back({static_cast<std::size_t>(rng() % i), static_cast<std::size_t>(i)});
     }
-    const ChunkColouring c = colour_chunk_demands(demands, adjacent);
-    EXPECT_EQ(c.num_chunks, max_demanded(demands));
-    for (std::size_t a = 0; a < demands.size(); ++a) {
-      for (std::size_t b = a + 1; b < demands.size(); ++b) {
-        if (demands[a].end <= demands[b].start || demands[b].end <= demands[a].start) continue;
-        for (std::uint32_t ia : c.chunks_of(a, demands[a].count)) {
-          for (std::uint32_t ib : c.chunks_of(b, demands[b].count)) {
-            EXPECT_NE(ia, ib) << "demands " << a << " and " << b;
+    const ChunkColouring plain = colour_chunk_demands(demands, adjacent);
+    EXPECT_EQ(plain.num_chunks, max_demanded(demands));
+    const ChunkColouring capped = colour_chunk_demands(demands, adjacent, plain.num_chunks);
+    EXPECT_GE(capped.num_chunks, plain.num_chunks);
+    for (const ChunkColouring* c : {&plain, &capped}) {
+      for (std::size_t a = 0; a < demands.size(); ++a) {
+        for (std::size_t b = a + 1; b < demands.size(); ++b) {
+          if (demands[a].end <= demands[b].start || demands[b].end <= demands[a].start) continue;
+          for (std::uint32_t ia : c->chunks_of(a, demands[a].count)) {
+            for (std::uint32_t ib : c->chunks_of(b, demands[b].count)) {
+              EXPECT_NE(ia, ib) << "demands " << a << " and " << b;
+            }
           }
         }
       }
