@@ -12,12 +12,13 @@ DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, St
     : driver_(driver),
       memory_(memory),
       sync_(sync),
+      markers_(sync),
       reclaim_(std::move(reclaim)),
       granularity_(memory.granularity()) {}
 
 DedicatedRanges::~DedicatedRanges() {
   for (Range& r : cached_) {
-    sync_.discard(&r.events);
+    markers_.release(r.marker);
     destroy(r);
   }
   for (auto& [address, r] : live_) destroy(r);
@@ -30,10 +31,8 @@ void DedicatedRanges::destroy(Range& r) {
 }
 
 bool DedicatedRanges::gpu_done(Range& r) {
-  // No events: nothing to wait for if no stream used it, else unknown (the driver refused to
-  // record them), and then it is not released.
-  if (r.events.empty()) return r.users == 0;
-  return sync_.completed(&r.events);
+  // No marker: nothing to wait for, as no stream used it.
+  return r.marker == FreeMarkers::kNone ? r.users == 0 : markers_.done(r.marker);
 }
 
 std::uint64_t DedicatedRanges::release_for(std::uint64_t bytes) {
@@ -45,6 +44,7 @@ std::uint64_t DedicatedRanges::release_for(std::uint64_t bytes) {
     }
     released += it->bytes;
     cached_bytes_ -= it->bytes;
+    markers_.release(it->marker);
     destroy(*it);
     it = cached_.erase(it);
   }
@@ -62,7 +62,8 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
     Range r = std::move(*it);
     cached_.erase(std::next(it).base());
     cached_bytes_ -= r.bytes;
-    sync_.discard(&r.events);
+    markers_.release(r.marker);
+    r.marker = FreeMarkers::kNone;
     r.size = size;
     r.users = StreamSync::bit(stream);
     live_bytes_ += size;
@@ -120,9 +121,10 @@ bool DedicatedRanges::free(vmm::DevicePtr ptr, StreamMask used_by) {
   live_.erase(it);
   live_bytes_ -= r.size;
   r.users |= used_by;
-  // When the GPU is done with it: the range is released only then. Without events (the driver
-  // refused) it stays cached until it is taken again or the runtime goes.
-  if (!sync_.record(r.users, &r.events)) sync_.discard(&r.events);
+  // When the GPU is done with it: the range is released only then. A marker the driver refused
+  // to record leaves it cached until it is taken again or the runtime goes.
+  r.marker = markers_.take(r.users);
+  markers_.end_free(r.marker);
   cached_bytes_ += r.bytes;
   cached_.push_back(std::move(r));
   return true;

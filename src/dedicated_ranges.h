@@ -18,8 +18,9 @@
 // creates and 12 k releases (est. 7.3 s against 2.5 s).
 //
 // Streams: a range remembers the streams that used it; reused on another stream, that stream
-// waits on events recorded then (never the host), as the arenas do. Events recorded when a range
-// is freed say when its GPU work is done, so that it is released only then.
+// waits on events recorded then (never the host), as the arenas do. A marker shared by the frees
+// of a stretch (free_markers.h) says when a freed range's GPU work is done, so that it is
+// released only then.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/free_markers.h"
 #include "src/physical_memory.h"
 #include "src/stream_sync.h"
 #include "vmm/driver.h"
@@ -68,8 +70,8 @@ class DedicatedRanges {
     std::uint64_t bytes = 0;  // of the chunk, the reservation and the mapping
     std::uint64_t size = 0;   // requested, while live
     Chunk chunk;
-    StreamMask users = 0;                   // streams that used it
-    std::vector<vmm::EventHandle> events;  // cached: recorded at its free
+    StreamMask users = 0;                          // streams that used it
+    std::uint32_t marker = FreeMarkers::kNone;  // cached: when the GPU is done with it
   };
 
   // Unmaps and releases a range whose GPU work is done (or that no stream used).
@@ -79,6 +81,7 @@ class DedicatedRanges {
   vmm::Driver& driver_;
   PhysicalMemory& memory_;
   StreamSync& sync_;
+  FreeMarkers markers_;
   Reclaim reclaim_;
   std::uint64_t granularity_;
   std::unordered_map<vmm::DevicePtr, Range> live_;

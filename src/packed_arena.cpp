@@ -19,7 +19,8 @@ PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync
       reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
                          granularity_ * granularity_),
       home_(StreamSync::bit(home)),
-      max_idle_pages_(idle_bytes / granularity_) {}
+      max_idle_pages_(idle_bytes / granularity_),
+      markers_(sync) {}
 
 PackedArena::~PackedArena() {
   for (std::uint64_t i = 0; i < pages_.size(); ++i) {
@@ -342,19 +343,17 @@ void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, Strea
     page.idle = true;
     // Marks the work that used it, so that the arena can take the page's chunk for another
     // page once that work is done (take_idle_chunk) without a host wait. The pages of this free
-    // and of the frees after it share one marker (Marker).
-    if (marker == kNoMarker) marker = open_marker(pages_used_by(first, last));
-    if (marker != kNoMarker) {
-      page.marker = marker;
-      ++markers_[marker].refs;
+    // and of the frees after it share one marker (free_markers.h).
+    if (marker == kNoMarker) {
+      marker = markers_.take(pages_used_by(first, last));
+    } else {
+      markers_.add_holder(marker);
     }
+    page.marker = marker;
     idle_.push_back({i, page.generation});
     ++idle_pages_;
   }
-  if (marker != kNoMarker && marker == open_marker_ &&
-      ++markers_[marker].frees >= kFreesPerMarker) {
-    record_marker(marker);
-  }
+  markers_.end_free(marker);
   // Entries of pages taken again stay in idle_ until they reach its front, which an arena that
   // keeps every idle page may never pop: drop them once they outnumber the live ones.
   if (idle_.size() > 2 * idle_pages_ + 64) {
@@ -389,47 +388,8 @@ StreamMask PackedArena::pages_used_by(std::uint64_t first, std::uint64_t last) c
   return users;
 }
 
-std::uint32_t PackedArena::open_marker(StreamMask users) {
-  if (users == 0) return kNoMarker;
-  if (open_marker_ == kNoMarker) {
-    if (free_markers_.empty()) {
-      open_marker_ = static_cast<std::uint32_t>(markers_.size());
-      markers_.emplace_back();
-    } else {
-      open_marker_ = free_markers_.back();
-      free_markers_.pop_back();
-    }
-    markers_[open_marker_] = Marker{};
-  }
-  markers_[open_marker_].users |= users;
-  return open_marker_;
-}
-
-void PackedArena::record_marker(std::uint32_t m) {
-  if (m == open_marker_) open_marker_ = kNoMarker;
-  Marker& marker = markers_[m];
-  marker.recorded = true;
-  if (!sync_.record(marker.users, &marker.events)) {
-    sync_.discard(&marker.events);
-    marker.failed = true;
-  }
-}
-
-bool PackedArena::marker_done(std::uint32_t m) {
-  if (!markers_[m].recorded) record_marker(m);
-  Marker& marker = markers_[m];
-  if (!marker.done && !marker.failed && sync_.completed(&marker.events)) marker.done = true;
-  return marker.done;
-}
-
 void PackedArena::drop_marker(Page& page) {
-  if (page.marker == kNoMarker) return;
-  Marker& marker = markers_[page.marker];
-  if (--marker.refs == 0) {
-    sync_.discard(&marker.events);
-    if (page.marker == open_marker_) open_marker_ = kNoMarker;
-    free_markers_.push_back(page.marker);
-  }
+  markers_.release(page.marker);
   page.marker = kNoMarker;
 }
 
@@ -443,7 +403,7 @@ bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
     // Pages emptied later were marked later: when this one's GPU work is not done, theirs is
     // unlikely to be, and querying each (a driver call per page, on every page mapped) would
     // cost more than the chunk saves.
-    const bool done = page.marker == kNoMarker ? page.users == 0 : marker_done(page.marker);
+    const bool done = page.marker == kNoMarker ? page.users == 0 : markers_.done(page.marker);
     if (!done) return false;
     const std::uint64_t index = it->page;
     idle_.erase(it);
@@ -461,7 +421,7 @@ void PackedArena::retire(std::uint64_t index) {
   // An idle page's marker, recorded as it emptied, covers its last use: done, the page goes
   // now; not yet, fresh events say when.
   if (page.marker != kNoMarker) {
-    const bool done = marker_done(page.marker);
+    const bool done = markers_.done(page.marker);
     drop_marker(page);
     if (done) {
       page.chunk.users = 0;

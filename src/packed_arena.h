@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/free_markers.h"
 #include "src/idle_chunk_lender.h"
 #include "src/physical_memory.h"
 #include "src/stream_sync.h"
@@ -56,8 +57,6 @@ namespace stalloc {
 class PackedArena final : private ChunkBorrower {
  public:
   static constexpr std::uint64_t kAlignment = 512;
-  // Frees whose emptied pages share one marker (below), recorded after the last of them.
-  static constexpr std::uint32_t kFreesPerMarker = 16;
 
   // reservation_bytes: the virtual space reserved at the first allocation (a multiple of the
   // granularity); it bounds what can be live in the arena at once.
@@ -120,7 +119,7 @@ class PackedArena final : private ChunkBorrower {
  private:
   static constexpr std::uint32_t kOwnChunk = UINT32_MAX;
   static constexpr std::uint64_t kNoPlace = UINT64_MAX;
-  static constexpr std::uint32_t kNoMarker = UINT32_MAX;
+  static constexpr std::uint32_t kNoMarker = FreeMarkers::kNone;
   static constexpr int kPlacementCandidates = 8;
   struct Page {
     Chunk chunk;                 // valid while mapped
@@ -135,20 +134,7 @@ class PackedArena final : private ChunkBorrower {
     std::vector<vmm::EventHandle> events;  // pending unmap: the GPU is done when these are
     std::uint32_t marker = kNoMarker;      // idle: when the GPU is done with its last use
   };
-  // Events that say when the GPU is done with pages frees emptied, shared by those pages while
-  // they stay idle. Recorded after the frees of up to kFreesPerMarker (on every stream that
-  // used any of their pages), or when a page of them is wanted first: a mark after a page's
-  // last use covers it, and one record per free was an event record for most frees of a
-  // Dynamic tensor every iteration (llama7b-varlen cycling six lengths: 1.6-3k per iteration).
-  struct Marker {
-    std::vector<vmm::EventHandle> events;
-    std::uint32_t refs = 0;
-    std::uint32_t frees = 0;
-    StreamMask users = 0;
-    bool recorded = false;
-    bool failed = false;  // the driver refused the record: never known done
-    bool done = false;
-  };
+  // Pages emptied by a free share its marker (free_markers.h).
   struct Pending {
     std::uint64_t page = 0;
     std::uint64_t generation = 0;
@@ -183,11 +169,6 @@ class PackedArena final : private ChunkBorrower {
   void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
   StreamMask pages_used_by(std::uint64_t first, std::uint64_t last) const;
-  // The marker still open for pages emptied now, `users` added; kNoMarker when there is nothing
-  // to wait for.
-  std::uint32_t open_marker(StreamMask users);
-  void record_marker(std::uint32_t marker);
-  bool marker_done(std::uint32_t marker);
   void drop_marker(Page& page);
   // Unmaps the idle page emptied longest ago (but for pages first..last) if its GPU work is
   // done, its chunk going to PhysicalMemory's cache; false otherwise.
@@ -227,9 +208,7 @@ class PackedArena final : private ChunkBorrower {
   // free spans the allocation chose do not change under it.
   bool allocating_ = false;
   std::vector<std::uint64_t> deferred_;
-  std::vector<Marker> markers_;
-  std::vector<std::uint32_t> free_markers_;
-  std::uint32_t open_marker_ = kNoMarker;
+  FreeMarkers markers_;
 };
 
 }  // namespace stalloc

@@ -246,19 +246,19 @@ TEST(PackedArena, FreesShareOneMarkerRecordedAfterTheLast) {
   ArenaFixture f(0, 64);
   std::string why;
   std::vector<vmm::DevicePtr> ptrs;
-  for (std::uint32_t i = 0; i < PackedArena::kFreesPerMarker + 1; ++i) {
+  for (std::uint32_t i = 0; i < FreeMarkers::kFreesPerMarker + 1; ++i) {
     ptrs.push_back(f.arena.allocate(kG, 0, &why));  // a page each
     ASSERT_NE(ptrs.back(), 0u) << why;
   }
   const auto records = f.driver.counters().event_records;
-  for (std::uint32_t i = 0; i < PackedArena::kFreesPerMarker; ++i) {
+  for (std::uint32_t i = 0; i < FreeMarkers::kFreesPerMarker; ++i) {
     EXPECT_EQ(f.driver.counters().event_records, records) << i;
     EXPECT_TRUE(f.arena.free(ptrs[i], 1));
   }
   EXPECT_EQ(f.driver.counters().event_records, records + 1);
   EXPECT_TRUE(f.arena.free(ptrs.back(), 1));  // opens the next marker
   EXPECT_EQ(f.driver.counters().event_records, records + 1);
-  EXPECT_EQ(f.arena.mapped_pages(), PackedArena::kFreesPerMarker + 1);
+  EXPECT_EQ(f.arena.mapped_pages(), FreeMarkers::kFreesPerMarker + 1);
 }
 
 // An idle page the GPU may still be using keeps its chunk: the arena creates one instead.
