@@ -412,59 +412,68 @@ TEST(PackedArena, OneSetAccessPerAllocation) {
   EXPECT_EQ(now.maps + now.set_accesses + now.creates, kept.maps + kept.set_accesses + kept.creates);
 }
 
+// Two arenas on one PhysicalMemory: `second` (pages of `page_granules` granules, serving
+// `stream`) reclaims the idle pages of `first` through its hook.
+struct TwoArenas {
+  explicit TwoArenas(std::uint32_t stream, std::uint64_t page_granules = 1)
+      : host(host_driver()),
+        sync(*host),
+        memory(*host, kG, 0),
+        first(*host, memory, sync, kReservation, 0, 1024 * kG),
+        second(*host, memory, sync, kReservation, stream, 1024 * kG, nullptr,
+               [this](PackedArena*) { return first.give_idle_chunk(); }, page_granules) {}
+  // `pages` pages of `first` made and emptied: kept mapped, idle.
+  void idle_pages_in_first(std::uint64_t pages) {
+    std::string why;
+    const vmm::DevicePtr p = first.allocate(pages * kG, 0, &why);
+    ASSERT_NE(p, 0u) << why;
+    ASSERT_TRUE(first.free(p, StreamSync::bit(0)));
+    ASSERT_EQ(first.mapped_pages(), pages);
+  }
+  std::unique_ptr<vmm::Driver> host;
+  StreamSync sync;
+  PhysicalMemory memory;
+  PackedArena first;
+  PackedArena second;
+};
+
 // An arena short of a chunk takes another arena's idle page (through its reclaim hook) before it
 // creates one.
 TEST(PackedArena, ReclaimTakesAnotherArenasIdlePageBeforeCreating) {
-  auto host = host_driver();
-  StreamSync sync(*host);
-  PhysicalMemory memory(*host, kG, 0);
-  PackedArena first(*host, memory, sync, kReservation, 0, 1024 * kG);
-  PackedArena second(*host, memory, sync, kReservation, 1, 1024 * kG, nullptr,
-                     [&first](PackedArena*) { return first.give_idle_chunk(); });
+  TwoArenas t(1);
+  t.idle_pages_in_first(3);
+  const auto creates = t.host->counters().creates;
   std::string why;
-  vmm::DevicePtr a = first.allocate(3 * kG, 0, &why);
-  ASSERT_NE(a, 0u) << why;
-  ASSERT_TRUE(first.free(a, StreamSync::bit(0)));
-  EXPECT_EQ(first.mapped_pages(), 3u);  // kept mapped, idle
-  const auto creates = host->counters().creates;
-  vmm::DevicePtr b = second.allocate(2 * kG, 1, &why);
+  vmm::DevicePtr b = t.second.allocate(2 * kG, 1, &why);
   ASSERT_NE(b, 0u) << why;
-  EXPECT_EQ(host->counters().creates, creates);  // two of the idle pages' chunks, none created
-  EXPECT_EQ(first.mapped_pages(), 1u);
-  EXPECT_EQ(memory.reserved_bytes(), 3 * kG);
+  EXPECT_EQ(t.host->counters().creates, creates);  // two of the idle pages' chunks, none created
+  EXPECT_EQ(t.first.mapped_pages(), 1u);
+  EXPECT_EQ(t.memory.reserved_bytes(), 3 * kG);
   std::memset(reinterpret_cast<void*>(b), 5, 2 * kG);
   EXPECT_TRUE(holds(b, 2 * kG, 5));
   // One idle page is left to take; the second page is created.
-  vmm::DevicePtr c = second.allocate(2 * kG, 1, &why);
+  vmm::DevicePtr c = t.second.allocate(2 * kG, 1, &why);
   ASSERT_NE(c, 0u) << why;
-  EXPECT_EQ(host->counters().creates, creates + 1);
-  EXPECT_TRUE(second.free(b, StreamSync::bit(1)));
-  EXPECT_TRUE(second.free(c, StreamSync::bit(1)));
+  EXPECT_EQ(t.host->counters().creates, creates + 1);
+  EXPECT_TRUE(t.second.free(b, StreamSync::bit(1)));
+  EXPECT_TRUE(t.second.free(c, StreamSync::bit(1)));
 }
 
 // An arena of large pages at the most memory ever held: another arena's idle pages whose GPU
 // work is done go before its page is made, so that the memory held does not grow beside them.
 TEST(PackedArena, LargePagesReclaimOtherArenasIdlePagesBeforeGrowing) {
-  auto host = host_driver();
-  StreamSync sync(*host);
-  PhysicalMemory memory(*host, kG, 0);
-  PackedArena first(*host, memory, sync, kReservation, 0, 1024 * kG);
-  PackedArena large(*host, memory, sync, kReservation, 0, 1024 * kG, nullptr,
-                    [&first](PackedArena*) { return first.give_idle_chunk(); }, 4);
+  TwoArenas t(0, 4);
+  t.idle_pages_in_first(6);
+  ASSERT_EQ(t.memory.high_water_bytes(), 6 * kG);
   std::string why;
-  vmm::DevicePtr a = first.allocate(6 * kG, 0, &why);
-  ASSERT_NE(a, 0u) << why;
-  ASSERT_TRUE(first.free(a, StreamSync::bit(0)));
-  ASSERT_EQ(first.mapped_pages(), 6u);
-  ASSERT_EQ(memory.high_water_bytes(), 6 * kG);
-  vmm::DevicePtr b = large.allocate(3 * kG, 0, &why);
+  vmm::DevicePtr b = t.second.allocate(3 * kG, 0, &why);
   ASSERT_NE(b, 0u) << why;
-  EXPECT_EQ(first.mapped_pages(), 2u);  // four idle pages gave their chunks back
-  EXPECT_EQ(memory.reserved_bytes(), 6 * kG);
-  EXPECT_EQ(memory.high_water_bytes(), 6 * kG);
+  EXPECT_EQ(t.first.mapped_pages(), 2u);  // four idle pages gave their chunks back
+  EXPECT_EQ(t.memory.reserved_bytes(), 6 * kG);
+  EXPECT_EQ(t.memory.high_water_bytes(), 6 * kG);
   std::memset(reinterpret_cast<void*>(b), 6, 3 * kG);
   EXPECT_TRUE(holds(b, 3 * kG, 6));
-  EXPECT_TRUE(large.free(b, 1));
+  EXPECT_TRUE(t.second.free(b, 1));
 }
 
 // Random sizes, random frees: live allocations never share a byte (an independent check on the
