@@ -11,8 +11,8 @@
 // bits, 64 chunks to a word, and a tenant's whole chunks are grouped by word in its Footprint
 // at install: the check, the occupancy and the streams to wait for cost a few word operations
 // per tenant. That pays because the chunk colouring numbers a slot's chunks close together
-// (lowest free first: ~2 words per slot on llama7b-tp2pp2-r at 2 MiB, where chunks handed out
-// from a stack scattered over 35). Only chunks shared by partial tenants (a slot's first and
+// (runs of consecutive ids; lowest free first already gave ~2 words per slot on
+// llama7b-tp2pp2-r at 2 MiB, where chunks handed out from a stack scattered over 35). Only chunks shared by partial tenants (a slot's first and
 // last chunk) keep byte ranges.
 #pragma once
 

@@ -101,7 +101,6 @@ class FreeRuns {
   std::uint64_t free_ = 0;
 };
 
-
 }  // namespace
 
 ChunkColouring colour_chunk_demands(const std::vector<ChunkDemand>& demands,
