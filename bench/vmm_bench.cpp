@@ -13,6 +13,9 @@
 // BM_VmmCallSized times each call per handle of 1 to 32 granules (2 to 64 MiB): whether a call
 // costs per call or per byte is the cost model's largest unknown (docs/driver_costs.md), and it
 // decides what larger chunks would save.
+// BM_EventCall times cuEventRecord, cuEventQuery (on a completed event) and cuStreamWaitEvent on
+// the default stream, per call: the cost table's event entries are assumptions until a GPU
+// measures them, and the runtime's markers (src/free_markers.h) trade records for waits.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -259,6 +262,59 @@ void BM_VmmCallSized(benchmark::State& state, const char* backend, Step step) {
   }
   state.counters["handle_bytes"] = static_cast<double>(bytes);
 }
+
+enum class EventStep { Record, Query, StreamWait };
+
+void BM_EventCall(benchmark::State& state, const char* backend, EventStep step) {
+  std::string why;
+  Driver* driver = driver_for(backend, &why);
+  if (driver == nullptr) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  std::vector<EventHandle> events(kBatch);
+  for (EventHandle& e : events) {
+    if (!ok(state, driver->event_create(&e), "event_create")) return;
+  }
+  for (auto _ : state) {
+    auto start = std::chrono::steady_clock::now();
+    for (EventHandle e : events) {
+      if (!ok(state, driver->event_record(e, 0), "event_record")) return;
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Untimed: wait until every event completed, so that the timed queries find them done.
+    for (EventHandle e : events) {
+      Status s = Status::NotReady;
+      while ((s = driver->event_query(e)) == Status::NotReady) {
+      }
+      if (!ok(state, s, "event_query")) return;
+    }
+    if (step != EventStep::Record) {
+      start = std::chrono::steady_clock::now();
+      for (EventHandle e : events) {
+        const Status s = step == EventStep::Query ? driver->event_query(e)
+                                                  : driver->stream_wait_event(0, e);
+        if (!ok(state, s, step == EventStep::Query ? "event_query" : "stream_wait_event")) return;
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    state.SetIterationTime(seconds / static_cast<double>(kBatch));
+  }
+  for (EventHandle e : events) driver->event_destroy(e);
+}
+
+#define STALLOC_EVENT_BENCH(step_name, step, backend)                                  \
+  BENCHMARK_CAPTURE(BM_EventCall, step_name/backend, #backend, step)                   \
+      ->UseManualTime()                                                                \
+      ->Iterations(kIterations)                                                        \
+      ->Unit(benchmark::kMicrosecond)
+
+STALLOC_EVENT_BENCH(event_record, EventStep::Record, cuda);
+STALLOC_EVENT_BENCH(event_query, EventStep::Query, cuda);
+STALLOC_EVENT_BENCH(stream_wait, EventStep::StreamWait, cuda);
+STALLOC_EVENT_BENCH(event_record, EventStep::Record, host);
+STALLOC_EVENT_BENCH(event_query, EventStep::Query, host);
+STALLOC_EVENT_BENCH(stream_wait, EventStep::StreamWait, host);
 
 #define STALLOC_VMM_SIZED_BENCH(step_name, step, backend)                              \
   BENCHMARK_CAPTURE(BM_VmmCallSized, step_name/backend, #backend, step)                \
