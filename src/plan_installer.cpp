@@ -119,12 +119,19 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   }
   if (cp.mode != PlanMode::Windowed) {
     for (std::size_t v = 0; v < p->views_.size(); ++v) {
-      if (!p->map_view(static_cast<std::uint32_t>(v))) {
+      if (!p->map_view(static_cast<std::uint32_t>(v), false)) {
         *why = "mapping the plan failed after " + std::to_string(v) + " of " +
                std::to_string(p->views_.size()) + " views, " +
                std::to_string(p->live_mappings_) + " chunk mappings (live mappings limit?)";
         return nullptr;
       }
+    }
+    // The views lie back to back in one reservation, every page mapped: access is set on all
+    // of it in one call, where one per view cost 22 us each (qwen-moe: 2,618 calls at install).
+    if (pages > 0 &&
+        driver.set_access(p->base_, p->bytes_, vmm::Access::ReadWrite) != vmm::Status::Success) {
+      *why = "setting access to the plan's " + std::to_string(pages) + " mapped pages failed";
+      return nullptr;
     }
   }
   return p;
@@ -296,7 +303,7 @@ InstalledPlan::~InstalledPlan() {
   if (bytes_ > 0) driver_.free_reservation(base_, bytes_);
 }
 
-bool InstalledPlan::map_view(std::uint32_t view) {
+bool InstalledPlan::map_view(std::uint32_t view, bool set_access) {
   View& v = views_[view];
   const vmm::DevicePtr base = base_ + v.first_page * granularity_;
   for (; v.mapped < v.chunks.size(); ++v.mapped) {
@@ -307,8 +314,8 @@ bool InstalledPlan::map_view(std::uint32_t view) {
     ++live_mappings_;
   }
   if (v.mapped == v.chunks.size() &&
-      driver_.set_access(base, v.chunks.size() * granularity_, vmm::Access::ReadWrite) ==
-          vmm::Status::Success) {
+      (!set_access || driver_.set_access(base, v.chunks.size() * granularity_,
+                                         vmm::Access::ReadWrite) == vmm::Status::Success)) {
     return true;
   }
   unmap_view(view);

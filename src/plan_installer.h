@@ -145,7 +145,8 @@ class InstalledPlan {
   // Gives every slot with chunks a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
   void order_chunks_by_last_use();
-  bool map_view(std::uint32_t view);
+  // set_access: also set access on the view (the install sets it on all views at once).
+  bool map_view(std::uint32_t view, bool set_access = true);
   void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
   // A view no live slot needs: unmapped now if no stream used it since it was mapped, else

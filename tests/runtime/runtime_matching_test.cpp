@@ -555,44 +555,63 @@ TEST(RuntimeMatching, AliasViewsAreSharedBetweenSlotsWithTheSameChunks) {
   }
 }
 
-// A slot whose chunks are one ascending run is seen through the pool's own view (each chunk
-// mapped once), even where no other slot's view holds that run: here Z takes the second chunk
-// of X and the first of Y. Without the pool view, Z needs a view of its own (6 mappings).
-TEST(RuntimeMatching, SlotsWhoseChunksAreOneRunShareThePoolsView) {
+// Three 2-chunk tensors per iteration: X and Y live together, Z after both; the plan gives X
+// chunks 0-1, Y 2-3 and Z `z_chunks`.
+struct ThreeSlotPlan {
   TraceBuilder b;
-  for (int it = 0; it < 4; ++it) {
-    const std::uint64_t x = b.alloc(2 * kG);
-    const std::uint64_t y = b.alloc(2 * kG);
-    b.free(x);
-    b.free(y);
-    b.free(b.alloc(2 * kG));
-    b.next_iteration();
-  }
   ChunkPlan plan;
-  plan.granularity = kG;
-  plan.num_chunks = 4;
-  plan.signature = signature_of(b.trace(), 1);
-  plan.iteration = 1;
-  const std::tuple<std::uint64_t, std::uint64_t, std::vector<std::uint32_t>> slots[] = {
-      {0, 2, {0, 1}}, {1, 3, {2, 3}}, {4, 6, {1, 2}}};
-  for (std::size_t i = 0; i < 3; ++i) {
-    PlannedSlot s;
-    s.ordinal = i;
-    s.size = 2 * kG;
-    s.start = std::get<0>(slots[i]);
-    s.end = std::get<1>(slots[i]);
-    s.chunks = std::get<2>(slots[i]);
-    plan.slots.push_back(s);
+  explicit ThreeSlotPlan(std::vector<std::uint32_t> z_chunks) {
+    for (int it = 0; it < 4; ++it) {
+      const std::uint64_t x = b.alloc(2 * kG);
+      const std::uint64_t y = b.alloc(2 * kG);
+      b.free(x);
+      b.free(y);
+      b.free(b.alloc(2 * kG));
+      b.next_iteration();
+    }
+    plan.granularity = kG;
+    plan.num_chunks = 4;
+    plan.signature = signature_of(b.trace(), 1);
+    plan.iteration = 1;
+    const std::tuple<std::uint64_t, std::uint64_t, std::vector<std::uint32_t>> slots[] = {
+        {0, 2, {0, 1}}, {1, 3, {2, 3}}, {4, 6, std::move(z_chunks)}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      PlannedSlot s;
+      s.ordinal = i;
+      s.size = 2 * kG;
+      s.start = std::get<0>(slots[i]);
+      s.end = std::get<1>(slots[i]);
+      s.chunks = std::get<2>(slots[i]);
+      plan.slots.push_back(s);
+    }
   }
+};
+
+void expect_installed_and_followed(const ThreeSlotPlan& three, std::uint64_t mappings) {
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:100"), *driver);
-  rt.add_plan(std::move(plan));
-  EXPECT_EQ(driver->counters().live_mappings, 4u);
-  const ReplayResult r = replay_verified(rt, b.trace());
+  rt.add_plan(three.plan);
+  EXPECT_EQ(driver->counters().live_mappings, mappings);
+  // The views lie back to back in one reservation: access is set once for all of them.
+  EXPECT_EQ(driver->counters().set_accesses, 1u);
+  const ReplayResult r = replay_verified(rt, three.b.trace());
   for (std::uint32_t it = 1; it < 4; ++it) {
     EXPECT_EQ(r.iterations[it].matches, 3u) << it;
     EXPECT_EQ(r.iterations[it].vmm_calls, 0u) << it;
   }
+}
+
+// A slot whose chunks are one ascending run is seen through the pool's own view (each chunk
+// mapped once), even where no other slot's view holds that run: here Z takes the second chunk
+// of X and the first of Y. Without the pool view, Z needs a view of its own (6 mappings).
+TEST(RuntimeMatching, SlotsWhoseChunksAreOneRunShareThePoolsView) {
+  expect_installed_and_followed(ThreeSlotPlan({1, 2}), 4);
+}
+
+// Chunks in another order need a view of their own beside the pool's: two views, one access
+// call for both.
+TEST(RuntimeMatching, AViewOfItsOwnBesideThePoolsAndOneAccessCallForAll) {
+  expect_installed_and_followed(ThreeSlotPlan({2, 1}), 6);
 }
 
 // MoE-like: one tensor grows every iteration. With varying_sizes:dynamic the plan, made from
