@@ -303,18 +303,19 @@ void BM_EventCall(benchmark::State& state, const char* backend, EventStep step) 
   for (EventHandle e : events) driver->event_destroy(e);
 }
 
-#define STALLOC_EVENT_BENCH(step_name, step, backend)                                  \
-  BENCHMARK_CAPTURE(BM_EventCall, step_name/backend, #backend, step)                   \
+// One call of `bench` per step and backend, kIterations batches, time per call.
+#define STALLOC_CALL_BENCH(bench, step_name, step, backend)                             \
+  BENCHMARK_CAPTURE(bench, step_name/backend, #backend, step)                          \
       ->UseManualTime()                                                                \
       ->Iterations(kIterations)                                                        \
       ->Unit(benchmark::kMicrosecond)
 
-STALLOC_EVENT_BENCH(event_record, EventStep::Record, cuda);
-STALLOC_EVENT_BENCH(event_query, EventStep::Query, cuda);
-STALLOC_EVENT_BENCH(stream_wait, EventStep::StreamWait, cuda);
-STALLOC_EVENT_BENCH(event_record, EventStep::Record, host);
-STALLOC_EVENT_BENCH(event_query, EventStep::Query, host);
-STALLOC_EVENT_BENCH(stream_wait, EventStep::StreamWait, host);
+STALLOC_CALL_BENCH(BM_EventCall, event_record, EventStep::Record, cuda);
+STALLOC_CALL_BENCH(BM_EventCall, event_query, EventStep::Query, cuda);
+STALLOC_CALL_BENCH(BM_EventCall, stream_wait, EventStep::StreamWait, cuda);
+STALLOC_CALL_BENCH(BM_EventCall, event_record, EventStep::Record, host);
+STALLOC_CALL_BENCH(BM_EventCall, event_query, EventStep::Query, host);
+STALLOC_CALL_BENCH(BM_EventCall, stream_wait, EventStep::StreamWait, host);
 
 #define STALLOC_VMM_SIZED_BENCH(step_name, step, backend)                              \
   BENCHMARK_CAPTURE(BM_VmmCallSized, step_name/backend, #backend, step)                \
@@ -330,11 +331,8 @@ STALLOC_VMM_SIZED_BENCH(unmap, Step::Unmap, cuda);
 STALLOC_VMM_SIZED_BENCH(release, Step::Release, cuda);
 STALLOC_VMM_SIZED_BENCH(create, Step::Create, host_unbacked);
 
-#define STALLOC_VMM_BENCH(step_name, step, backend)                                    \
-  BENCHMARK_CAPTURE(BM_VmmCall, step_name/backend, #backend, step)                     \
-      ->UseManualTime()                                                                \
-      ->Iterations(kIterations)                                                        \
-      ->Unit(benchmark::kMicrosecond)
+#define STALLOC_VMM_BENCH(step_name, step, backend) \
+  STALLOC_CALL_BENCH(BM_VmmCall, step_name, step, backend)
 
 STALLOC_VMM_BENCH(create, Step::Create, host);
 STALLOC_VMM_BENCH(map, Step::Map, host);
