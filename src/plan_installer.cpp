@@ -173,10 +173,7 @@ std::uint64_t InstalledPlan::lay_out_views() {
         used_count += used[c] ? 0 : 1;
         used[c] = true;
       }
-      const auto not_next = [](std::uint32_t a, std::uint32_t b) { return b != a + 1; };
-      if (std::adjacent_find(chunks.begin(), chunks.end(), not_next) == chunks.end()) {
-        in_runs += chunks.size();
-      }
+      if (one_ascending_run(chunks)) in_runs += chunks.size();
     }
     if (plan_.mode == PlanMode::Offset || in_runs > used_count) {
       View pool;

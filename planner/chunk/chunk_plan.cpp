@@ -144,10 +144,7 @@ std::uint64_t install_mappings(const ChunkPlan& plan) {
       mappings += used[c] ? 0 : 1;
       used[c] = true;
     }
-    const auto not_next = [](std::uint32_t a, std::uint32_t b) { return b != a + 1; };
-    if (std::adjacent_find(range.begin(), range.end(), not_next) != range.end()) {
-      mappings += range.size();
-    }
+    if (!one_ascending_run(range)) mappings += range.size();
   }
   return mappings;
 }
@@ -267,57 +264,46 @@ ChunkPlan plan_chunks(const IterationSlots& in, const PlanOptions& options,
 
   // 4. Colour all demands, each slot's in a row where the chunks allow (its range is then one
   // run of consecutive chunks), then give every slot its chunks in address order.
-  std::vector<ChunkAdjacency> adjacent;
-  for (const ArenaPart& part : parts) {
-    const PlannedSlot& s = plan.slots[part.slot];
-    const std::uint64_t x = solution.offsets[static_cast<std::size_t>(&part - parts.data())];
+  //
+  // The demands that make up part p's range in address order, each with its chunk count:
+  // private chunks go in at the first boundary inside [x, x + size]; Widened parts span more
+  // than a chunk and Aligned parts start on one, so it exists.
+  auto for_each_range_demand = [&](std::size_t p, auto&& f) {
+    const ArenaPart& part = parts[p];
+    const std::uint64_t start = plan.slots[part.slot].start;
+    const std::uint64_t x = solution.offsets[p];
     const std::uint64_t first = x / g;
     const std::uint64_t past = ceil_div(x + part.size, g);
     const std::uint64_t boundary = part.boundary_at_start ? first : ceil_div(x, g);
+    const auto private_count = static_cast<std::uint32_t>(part.private_chunks);
+    for (std::uint64_t k = first; k < past; ++k) {
+      if (k == boundary && private_count > 0) f(private_demand[part.slot], private_count);
+      f(busy[k].demand_at(start), 1u);
+    }
+    if (boundary == past && private_count > 0) f(private_demand[part.slot], private_count);
+  };
+  std::vector<ChunkAdjacency> adjacent;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
     std::size_t previous = SIZE_MAX;
-    auto add = [&](std::size_t demand) {
+    for_each_range_demand(p, [&](std::size_t demand, std::uint32_t) {
       if (previous != SIZE_MAX) adjacent.push_back({previous, demand});
       previous = demand;
-    };
-    for (std::uint64_t k = first; k < past; ++k) {
-      if (k == boundary && part.private_chunks > 0) add(private_demand[part.slot]);
-      add(busy[k].demand_at(s.start));
-    }
-    if (boundary == past && part.private_chunks > 0) add(private_demand[part.slot]);
+    });
   }
-  // Every slot's chunks, in address order, from a colouring.
+  // Every slot's chunks, in address order, from a colouring, and the Dynamic slots' budgets.
   auto assign = [&](const ChunkColouring& colouring) {
     ChunkPlan out = plan;
     out.num_chunks = colouring.num_chunks;
     out.granularity = g;
-    auto arena_chunk = [&](std::uint64_t k, std::uint64_t t) {
-      return colouring.chunks_of(busy[k].demand_at(t), 1)[0];
-    };
     std::vector<bool> has_part(out.slots.size(), false);
     for (std::size_t p = 0; p < parts.size(); ++p) {
       const ArenaPart& part = parts[p];
       has_part[part.slot] = true;
       PlannedSlot& s = out.slots[part.slot];
-      const std::uint64_t x = solution.offsets[p];
-      const std::uint64_t first = x / g;
-      const std::uint64_t past = ceil_div(x + part.size, g);
-      // Private chunks go in at the first boundary inside [x, x + size]; Widened parts span
-      // more than a chunk and Aligned parts start on one, so it exists.
-      const std::uint64_t boundary = part.boundary_at_start ? first : ceil_div(x, g);
-      const auto private_chunks = [&] {
-        return colouring.chunks_of(private_demand[part.slot],
-                                   static_cast<std::uint32_t>(part.private_chunks));
-      };
-      s.offset = x % g;
-      for (std::uint64_t k = first; k < past; ++k) {
-        if (k == boundary && part.private_chunks > 0) {
-          for (std::uint32_t c : private_chunks()) s.chunks.push_back(c);
-        }
-        s.chunks.push_back(arena_chunk(k, s.start));
-      }
-      if (boundary == past && part.private_chunks > 0) {
-        for (std::uint32_t c : private_chunks()) s.chunks.push_back(c);
-      }
+      s.offset = solution.offsets[p] % g;
+      for_each_range_demand(p, [&](std::size_t demand, std::uint32_t count) {
+        for (std::uint32_t c : colouring.chunks_of(demand, count)) s.chunks.push_back(c);
+      });
     }
     for (std::size_t i = 0; i < out.slots.size(); ++i) {
       if (has_part[i] || private_demand[i] == SIZE_MAX) continue;
@@ -325,21 +311,17 @@ ChunkPlan plan_chunks(const IterationSlots& in, const PlanOptions& options,
       const auto count = static_cast<std::uint32_t>(s.size / g);
       for (std::uint32_t c : colouring.chunks_of(private_demand[i], count)) s.chunks.push_back(c);
     }
+    fill_budgets(out, in.max_size);
     return out;
   };
-  const ChunkColouring plain = colour_chunk_demands(demands, adjacent);
-  ChunkPlan best = assign(plain);
+  ChunkPlan best = assign(colour_chunk_demands(demands, adjacent));
   // Colouring again with the count known gives demands that no released run holds whole new
   // consecutive chunks instead of pieces: kept where the count holds and the install maps
-  // fewer chunks (with the budgets that Dynamic slots will get).
-  const ChunkColouring whole = colour_chunk_demands(demands, adjacent, plain.num_chunks);
-  if (whole.num_chunks == plain.num_chunks) {
+  // fewer chunks (budgets included).
+  const ChunkColouring whole = colour_chunk_demands(demands, adjacent, best.num_chunks);
+  if (whole.num_chunks == best.num_chunks) {
     ChunkPlan other = assign(whole);
-    ChunkPlan with_budgets = best;
-    fill_budgets(with_budgets, in.max_size);
-    ChunkPlan other_with_budgets = other;
-    fill_budgets(other_with_budgets, in.max_size);
-    if (install_mappings(other_with_budgets) < install_mappings(with_budgets)) best = std::move(other);
+    if (install_mappings(other) < install_mappings(best)) best = std::move(other);
   }
   return best;
 }
@@ -351,6 +333,11 @@ bool any_split_tail(const IterationSlots& in, std::uint64_t g) {
 }
 
 }  // namespace
+
+bool one_ascending_run(std::span<const std::uint32_t> chunks) {
+  const auto not_next = [](std::uint32_t a, std::uint32_t b) { return b != a + 1; };
+  return std::adjacent_find(chunks.begin(), chunks.end(), not_next) == chunks.end();
+}
 
 double plan_utilization(const ChunkPlan& plan) {
   const std::uint64_t reserved = plan.num_chunks * plan.granularity;
@@ -379,6 +366,8 @@ ChunkPlan plan_iteration(const Trace& trace, std::uint32_t iteration, const Plan
   ChunkPlan plan;
   if (options.mode == PlanMode::Offset) {
     plan = plan_offset_pool(in, options);
+    plan.granularity = g;
+    fill_budgets(plan, in.max_size);
   } else if (options.remainder != RemainderPlacement::Auto || !any_split_tail(in, g)) {
     plan = plan_chunks(in, options, options.remainder == RemainderPlacement::Auto
                                         ? RemainderPlacement::Widened
@@ -392,7 +381,6 @@ ChunkPlan plan_iteration(const Trace& trace, std::uint32_t iteration, const Plan
   plan.iteration = iteration;
   plan.signature = signature_of(trace, iteration);
   plan.windows = options.mode == PlanMode::Windowed ? options.windows : 1;
-  fill_budgets(plan, in.max_size);
   plan.lower_bound_bytes =
       peak_live_bytes(plan.slots, [](const PlannedSlot& s) { return s.kind != SlotKind::Dynamic; });
   plan.dynamic_peak_bytes =

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,10 @@ struct ChunkPlan {
 
 // lower_bound_bytes / (num_chunks * granularity); 1 for an empty plan.
 double plan_utilization(const ChunkPlan& plan);
+
+// Chunks c, c + 1, c + 2, ... in that order: a range the runtime sees through the pool's own
+// view of its chunks in address order, mapping nothing more for it.
+bool one_ascending_run(std::span<const std::uint32_t> chunks);
 
 struct PlanOptions {
   PlanMode mode = PlanMode::Alias;
