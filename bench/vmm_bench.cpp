@@ -16,6 +16,9 @@
 // BM_EventCall times cuEventRecord, cuEventQuery (on a completed event) and cuStreamWaitEvent on
 // the default stream, per call: the cost table's event entries are assumptions until a GPU
 // measures them, and the runtime's markers (src/free_markers.h) trade records for waits.
+// BM_StreamCall times cuStreamIsCapturing on a stream of its own (the runtime asks it at each
+// malloc and free off the default stream) and cuCtxSynchronize on an idle device (the floor of
+// the out-of-memory path's one wait), per call.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -303,6 +306,35 @@ void BM_EventCall(benchmark::State& state, const char* backend, EventStep step) 
   for (EventHandle e : events) driver->event_destroy(e);
 }
 
+enum class StreamStep { CaptureQuery, Synchronize };
+
+void BM_StreamCall(benchmark::State& state, const char* backend, StreamStep step) {
+  std::string why;
+  Driver* driver = driver_for(backend, &why);
+  if (driver == nullptr) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  StreamHandle stream = 0;
+  if (!ok(state, driver->stream_create(&stream), "stream_create")) return;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      bool capturing = false;
+      const Status s = step == StreamStep::CaptureQuery
+                           ? driver->stream_is_capturing(stream, &capturing)
+                           : driver->synchronize();
+      if (!ok(state, s, step == StreamStep::CaptureQuery ? "stream_is_capturing" : "synchronize")) {
+        return;
+      }
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(seconds / static_cast<double>(kBatch));
+  }
+  driver->stream_destroy(stream);
+}
+
 // One call of `bench` per step and backend, kIterations batches, time per call.
 #define STALLOC_CALL_BENCH(bench, step_name, step, backend)                             \
   BENCHMARK_CAPTURE(bench, step_name/backend, #backend, step)                          \
@@ -316,6 +348,10 @@ STALLOC_CALL_BENCH(BM_EventCall, stream_wait, EventStep::StreamWait, cuda);
 STALLOC_CALL_BENCH(BM_EventCall, event_record, EventStep::Record, host);
 STALLOC_CALL_BENCH(BM_EventCall, event_query, EventStep::Query, host);
 STALLOC_CALL_BENCH(BM_EventCall, stream_wait, EventStep::StreamWait, host);
+STALLOC_CALL_BENCH(BM_StreamCall, capture_query, StreamStep::CaptureQuery, cuda);
+STALLOC_CALL_BENCH(BM_StreamCall, synchronize, StreamStep::Synchronize, cuda);
+STALLOC_CALL_BENCH(BM_StreamCall, capture_query, StreamStep::CaptureQuery, host);
+STALLOC_CALL_BENCH(BM_StreamCall, synchronize, StreamStep::Synchronize, host);
 
 #define STALLOC_VMM_SIZED_BENCH(step_name, step, backend)                              \
   BENCHMARK_CAPTURE(BM_VmmCallSized, step_name/backend, #backend, step)                \

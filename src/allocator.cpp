@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "common/units.h"
@@ -99,6 +100,22 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
   recorder_.set_timing(true);
   log("stalloc runtime: " + format_runtime_config(config_) + " driver " +
       std::string(driver_.name()) + " granularity " + format_bytes(granularity_));
+  if (config_.peer_access) grant_peer_access();
+}
+
+// Before anything is mapped, so that every set_access covers the peers too.
+void Runtime::grant_peer_access() {
+  std::vector<int> peers;
+  vmm::Status s = driver_.accessible_peers(&peers);
+  if (s == vmm::Status::Success) s = driver_.set_peers(peers);
+  if (s != vmm::Status::Success) {
+    throw UsageError("peer_access:all: the " + std::string(driver_.name()) +
+                     " driver cannot give device " + std::to_string(driver_.device()) +
+                     "'s peers access (" + std::string(vmm::status_name(s)) + ")");
+  }
+  std::ostringstream list;
+  for (std::size_t i = 0; i < peers.size(); ++i) list << (i == 0 ? "" : " ") << peers[i];
+  log("stalloc runtime: peer access for devices [" + list.str() + "]");
 }
 
 Runtime::~Runtime() {
@@ -309,6 +326,8 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
                            std::to_string(driver_.device())};
     return nullptr;
   }
+  check_not_capturing(stream, size);
+  if (!deferred_frees_.empty()) take_deferred_frees();
   const std::uint32_t s = sync_.index_of(stream);
   if (config_.auto_step && !explicit_steps_) {
     const std::uint64_t dropped = detector_.dropped();
@@ -362,10 +381,21 @@ bool Runtime::free_planned(vmm::DevicePtr p, std::uint16_t thread) {
   return true;
 }
 
-void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
+void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle stream) {
   if (ptr == nullptr) return;
   std::lock_guard lock(mutex_);
   const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
+  bool capturing = false;
+  if (stream != 0 && driver_.stream_is_capturing(stream, &capturing) == vmm::Status::Success &&
+      capturing) {
+    deferred_frees_.push_back({p, stream});
+    ++stats_.capture_deferred_frees;
+    return;
+  }
+  free_locked(p);
+}
+
+void Runtime::free_locked(vmm::DevicePtr p) {
   const std::uint16_t thread = thread_index();
   bool done = free_planned(p, thread);
   if (!done) {
@@ -384,6 +414,36 @@ void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle) {
   }
   --live_allocations_;
   ++stats_.frees;
+}
+
+// The legacy default stream (0) cannot be captured, so the default-stream path (most training
+// loops) makes no query.
+void Runtime::check_not_capturing(vmm::StreamHandle stream, std::size_t size) {
+  bool capturing = false;
+  if (stream == 0 || driver_.stream_is_capturing(stream, &capturing) != vmm::Status::Success ||
+      !capturing) {
+    return;
+  }
+  ++stats_.capture_refusals;
+  throw GraphCaptureError(
+      "stalloc: cannot allocate " + format_bytes(size) +
+      " on a stream being captured into a CUDA graph (a capture begun outside PyTorch's "
+      "CUDAGraph): the graph would keep this address, which stalloc gives to other tensors "
+      "later. Allocate the graph's tensors before the capture begins, or run graphs with "
+      "PyTorch's own allocator");
+}
+
+void Runtime::take_deferred_frees() {
+  std::vector<DeferredFree> still;
+  for (const DeferredFree& f : deferred_frees_) {
+    bool capturing = false;
+    if (driver_.stream_is_capturing(f.stream, &capturing) == vmm::Status::Success && capturing) {
+      still.push_back(f);
+    } else {
+      free_locked(f.ptr);
+    }
+  }
+  deferred_frees_ = std::move(still);
 }
 
 void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
@@ -428,6 +488,7 @@ void Runtime::set_memory_fraction(double fraction) {
 
 void Runtime::step() {
   std::lock_guard lock(mutex_);
+  if (!deferred_frees_.empty()) take_deferred_frees();
   const bool first = !explicit_steps_;
   explicit_steps_ = true;
   end_iteration();
@@ -668,22 +729,28 @@ std::uint64_t Runtime::shed_plan_views() {
   return freed;
 }
 
+bool Runtime::unmap_completed(std::uint64_t before) {
+  cache_.release_retired();
+  for (const auto& plan : cache_.installed()) plan->unmap_completed();
+  poll_unplanned();
+  return driver_.counters().live_mappings < before;
+}
+
+bool Runtime::unmaps_pending() const {
+  return cache_.retiring() > 0 ||
+         std::any_of(cache_.installed().begin(), cache_.installed().end(),
+                     [](const auto& plan) { return plan->unmaps_pending(); }) ||
+         std::any_of(packed_.begin(), packed_.end(),
+                     [](const auto& arena) { return arena && arena->unmaps_pending(); });
+}
+
+// As PyTorch's allocator before it raises out of memory: one wait for the device, which then
+// has run every kernel that could still use what waits to be unmapped.
 bool Runtime::wait_for_unmaps() {
   const std::uint64_t before = driver_.counters().live_mappings;
-  for (int poll = 0; poll < kUnmapPolls; ++poll) {
-    cache_.release_retired();
-    for (const auto& plan : cache_.installed()) plan->unmap_completed();
-    poll_unplanned();
-    if (driver_.counters().live_mappings < before) return true;
-    const bool pending =
-        cache_.retiring() > 0 ||
-        std::any_of(cache_.installed().begin(), cache_.installed().end(),
-                    [](const auto& plan) { return plan->unmaps_pending(); }) ||
-        std::any_of(packed_.begin(), packed_.end(),
-                    [](const auto& arena) { return arena && arena->unmaps_pending(); });
-    if (!pending) return false;
-  }
-  return false;
+  if (unmap_completed(before)) return true;
+  if (!unmaps_pending() || driver_.synchronize() != vmm::Status::Success) return false;
+  return unmap_completed(before);
 }
 
 bool Runtime::retire_idle_plans(const InstalledPlan* keep) {

@@ -45,6 +45,13 @@
 
 namespace stalloc {
 
+// A request on a stream being captured into a CUDA graph (begun outside PyTorch's CUDAGraph,
+// which refuses earlier): the graph would keep an address stalloc gives to other tensors later.
+class GraphCaptureError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 class Runtime {
  public:
   // Makes its own driver for `device` from config.backend (throws vmm::DriverUnavailable).
@@ -55,9 +62,12 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // nullptr when out of memory (stats().last_oom says why) or for another device.
+  // nullptr when out of memory (stats().last_oom says why) or for another device. Throws
+  // GraphCaptureError when stream is being captured into a CUDA graph.
   void* malloc(std::size_t size, int device, vmm::StreamHandle stream);
   // size and stream are the allocation's (PyTorch passes them); the runtime trusts its records.
+  // A free on a stream being captured waits, the memory held, until a later malloc or step()
+  // finds the capture over: the events it records would otherwise become nodes of the graph.
   void free(void* ptr, std::size_t size, int device, vmm::StreamHandle stream);
   // The tensor is also used on `stream`: its memory is reused only after that stream's work.
   void record_stream(void* ptr, vmm::StreamHandle stream);
@@ -125,11 +135,17 @@ class Runtime {
   // Unmaps installed plans' views that no live tensor uses (InstalledPlan::shed_idle_views);
   // returns the mappings freed.
   std::uint64_t shed_plan_views();
-  // Polls the events that retired plans and shed views wait for, at most kUnmapPolls times
-  // (a bounded spin on a GPU: the torch extension's own retries wait longer); true when
-  // mappings came back.
+  // Unmaps what retired plans and shed views wait for once the GPU is done with it, after a
+  // device synchronisation when some is still pending; true when mappings came back.
   bool wait_for_unmaps();
-  static constexpr int kUnmapPolls = 10000;
+  // Unmaps what the GPU is done with; true when live mappings fell below `before`.
+  bool unmap_completed(std::uint64_t before);
+  bool unmaps_pending() const;
+  void check_not_capturing(vmm::StreamHandle stream, std::size_t size);
+  void grant_peer_access();
+  void free_locked(vmm::DevicePtr p);
+  // Frees made while their stream was captured, done once the capture is over.
+  void take_deferred_frees();
   void choose_plan();
   std::uint16_t thread_index();
   void log(const std::string& line) const;
@@ -178,6 +194,11 @@ class Runtime {
   // This iteration outgrew what the followed plan leaves idle: any idle pool chunk may be lent.
   bool lend_any_ = false;
   std::uint64_t live_allocations_ = 0;
+  struct DeferredFree {
+    vmm::DevicePtr ptr = 0;
+    vmm::StreamHandle stream = 0;
+  };
+  std::vector<DeferredFree> deferred_frees_;
   bool explicit_steps_ = false;
   // Iterations before this one were cut by the period detector and then disowned by the
   // program's own step(): profiling starts again here, and plans used at or before

@@ -98,6 +98,9 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     } else {
       bad_value(key, value, "off, dynamic, largest or auto");
     }
+  } else if (key == "peer_access") {
+    if (value != "none" && value != "all") bad_value(key, value, "none or all");
+    c.peer_access = value == "all";
   } else if (key == "log") {
     if (value.empty()) bad_value(key, value, "a file path");
     c.log = std::string(value);
@@ -105,7 +108,7 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     throw ConfigError("STALLOC_CONF: unknown key '" + std::string(key) +
                       "': known keys are backend, mode, profile_iterations, granularity, "
                       "small_size, large_size, online_page, capacity, max_mappings, auto_step, plan_cache_size, record_trace, windows, "
-                      "lookahead, varying_sizes, log");
+                      "lookahead, varying_sizes, peer_access, log");
   }
 }
 
@@ -142,7 +145,8 @@ std::string format_runtime_config(const RuntimeConfig& c) {
       << (c.varying_sizes == VaryingSizes::Off       ? "off"
           : c.varying_sizes == VaryingSizes::Dynamic ? "dynamic"
           : c.varying_sizes == VaryingSizes::Largest ? "largest"
-                                                     : "auto");
+                                                     : "auto")
+      << ",peer_access:" << (c.peer_access ? "all" : "none");
   if (!c.log.empty()) out << ",log:" << c.log;
   return out.str();
 }

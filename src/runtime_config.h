@@ -50,6 +50,10 @@ struct RuntimeConfig {
   std::uint32_t windows = 8;               // windowed mode: mapping windows per iteration
   std::uint32_t lookahead = 16;            // slots the matcher looks ahead on a mismatch
   VaryingSizes varying_sizes = VaryingSizes::Dynamic;
+  // Also give every device that can reach this one's memory access to its mappings (cuMem
+  // mappings are not covered by cudaDeviceEnablePeerAccess): for kernels of other GPUs of the
+  // process reading stalloc's memory. Off: the owning device only, one access descriptor.
+  bool peer_access = false;
   std::string log;                         // file for install/plan/OOM events; empty: none
 };
 

@@ -22,6 +22,8 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   j.field("plan_failures", s.plan_failures).field("plans_installed", s.plans_installed);
   j.field("plans_pending", s.plans_pending).field("plans_retiring", s.plans_retiring);
   j.field("stream_waits", s.stream_waits);
+  j.field("capture_refusals", s.capture_refusals)
+      .field("capture_deferred_frees", s.capture_deferred_frees);
   j.field("invalid_frees", s.invalid_frees).field("vmm_calls", s.vmm_calls());
   j.field("live_mappings", s.driver.live_mappings).field("ooms", s.ooms);
   j.key("last_oom").begin_object();

@@ -43,6 +43,8 @@ struct RuntimeStats {
   std::uint64_t plans_retiring = 0;        // evicted, mapped until the GPU is done with them
   std::uint64_t stream_waits = 0;          // cuStreamWaitEvent calls for chunks changing stream
   std::uint64_t invalid_frees = 0;         // frees of pointers the runtime did not hand out
+  std::uint64_t capture_refusals = 0;      // mallocs refused: their stream was being captured
+  std::uint64_t capture_deferred_frees = 0;  // frees held until their stream's capture ended
   std::uint64_t ooms = 0;
   OomReport last_oom;
   std::string last_plan_error;
@@ -54,10 +56,11 @@ struct RuntimeStats {
     return driver.maps + driver.unmaps + driver.set_accesses + driver.creates + driver.releases +
            driver.reserves + driver.frees;
   }
-  // cuEventRecord + cuEventQuery + cuStreamWaitEvent: cheaper than VMM calls, still host time
+  // cuEventRecord + cuEventQuery + cuStreamWaitEvent + cuStreamIsCapturing: cheaper than VMM calls, still host time
   // on the allocation path.
   std::uint64_t event_calls() const {
-    return driver.event_records + driver.event_queries + driver.stream_waits;
+    return driver.event_records + driver.event_queries + driver.stream_waits +
+           driver.capture_queries;
   }
 };
 

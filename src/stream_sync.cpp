@@ -111,6 +111,7 @@ bool StreamSync::completed(std::vector<vmm::EventHandle>* events) {
 }
 
 bool StreamSync::wait_for_streams() {
+  if (driver_.synchronize() == vmm::Status::Success) return true;
   std::vector<vmm::EventHandle> events;
   StreamMask all = 0;
   for (std::uint32_t i = 0; i < handles_.size(); ++i) all |= bit(i);

@@ -65,9 +65,9 @@ class StreamSync {
 
   std::uint64_t waits() const { return waits_; }
 
-  // Blocks until the work enqueued so far on every known stream is done: an event recorded on
-  // each, queried until it completes (the runtime's teardown only). False when the driver
-  // refused a record or a query.
+  // Blocks until the work enqueued so far on every known stream is done (the runtime's teardown
+  // only): one device synchronisation, or where the driver has none an event recorded on each
+  // stream, queried until it completes. False when the driver refused a record or a query.
   bool wait_for_streams();
 
  private:

@@ -97,7 +97,8 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
       close_iteration();
       iteration = e.iteration;
     }
-    const auto stream = static_cast<vmm::StreamHandle>(e.stream);
+    const vmm::StreamHandle stream =
+        options.streams.empty() ? static_cast<vmm::StreamHandle>(e.stream) : options.streams.at(e.stream);
     if (e.kind == EventKind::Alloc) {
       auto t0 = std::chrono::steady_clock::now();
       void* p = runtime.malloc(e.size, device, stream);

@@ -21,6 +21,9 @@ struct ReplayOptions {
   // step() at each of the trace's iteration boundaries; without, the runtime's own detection
   // (auto_step) is all there is.
   bool step = true;
+  // The stream handle of each trace stream index; empty: the index is the handle (the host
+  // backend's streams are numbers).
+  std::vector<vmm::StreamHandle> streams;
 };
 
 struct IterationReport {

@@ -253,12 +253,12 @@ struct RetryReport {
 };
 
 // After a failed allocation, as PyTorch's allocator synchronizes its pending frees and releases
-// its cache before raising: memory the GPU is not done with (pages emptied on another stream, a
-// retiring plan's views) becomes free only when its events complete, which the runtime queries
-// but never waits for. The Driver interface has no synchronize, so this empties the caches and
-// retries at once and then after 1, 10, 100 ms... within the wait budget; each retry queries the
-// events again. Sound for memory (the runtime's own checks decide every reuse), but each retry
-// is a request to the runtime: its matching counts a miss or moves past a slot once more.
+// its cache before raising: the runtime's malloc has already waited once for the device where
+// memory it could use was pending on the GPU (Runtime::wait_for_unmaps); this empties the caches
+// and retries at once, then after 1, 10, 100 ms... within the wait budget, for what other
+// threads free meanwhile (PyTorch's autograd threads). Sound for memory (the runtime's own
+// checks decide every reuse), but each retry is a request to the runtime: its matching counts a
+// miss or moves past a slot once more.
 void* retry_after_pending_frees(stalloc::Runtime& r, std::size_t size, int device, void* stream,
                                 RetryReport* report) {
   if (beyond_capacity(r, size)) {

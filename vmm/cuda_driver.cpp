@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace stalloc::vmm {
 namespace {
@@ -80,6 +81,12 @@ struct CudaApi {
   decltype(&::cuEventQuery) event_query = nullptr;
   decltype(&::cuEventDestroy) event_destroy = nullptr;
   decltype(&::cuStreamWaitEvent) stream_wait_event = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamDestroy) stream_destroy = nullptr;
+  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
 };
 
 class Library {
@@ -149,6 +156,12 @@ CudaApi load_api(const Library& lib) {
   resolve(get_proc, version, "cuEventQuery", &api.event_query);
   resolve(get_proc, version, "cuEventDestroy", &api.event_destroy);
   resolve(get_proc, version, "cuStreamWaitEvent", &api.stream_wait_event);
+  resolve(get_proc, version, "cuCtxSynchronize", &api.ctx_synchronize);
+  resolve(get_proc, version, "cuStreamIsCapturing", &api.stream_is_capturing);
+  resolve(get_proc, version, "cuStreamCreate", &api.stream_create);
+  resolve(get_proc, version, "cuStreamDestroy", &api.stream_destroy);
+  resolve(get_proc, version, "cuDeviceGetCount", &api.device_get_count);
+  resolve(get_proc, version, "cuDeviceCanAccessPeer", &api.device_can_access_peer);
   return api;
 }
 
@@ -296,17 +309,63 @@ class CudaDriver final : public Driver {
   }
 
   Status set_access(DevicePtr ptr, std::size_t size, Access access) override {
+    const CUmemAccess_flags flags = access == Access::ReadWrite ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                    : access == Access::Read    ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                                                : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    std::vector<CUmemAccessDesc> descs;
+    {
+      std::lock_guard lock(mu_);
+      descs.resize(1 + peers_.size());
+      for (std::size_t i = 0; i < descs.size(); ++i) {
+        descs[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        descs[i].location.id = i == 0 ? cu_device_ : peers_[i - 1];
+        descs[i].flags = flags;
+      }
+    }
     const ContextScope scope(api_, context_);
-    CUmemAccessDesc desc{};
-    desc.location = prop_.location;
-    desc.flags = access == Access::ReadWrite ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-                 : access == Access::Read    ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                             : CU_MEM_ACCESS_FLAGS_PROT_NONE;
-    const Status s = to_status(api_.mem_set_access(ptr, size, &desc, 1));
+    const Status s = to_status(api_.mem_set_access(ptr, size, descs.data(), descs.size()));
     if (s != Status::Success) return s;
     std::lock_guard lock(mu_);
     ++counters_.set_accesses;
-    counters_.set_access_bytes += size;
+    counters_.set_access_bytes += size * descs.size();
+    return Status::Success;
+  }
+
+  // Devices whose kernels can reach this device's memory.
+  Status accessible_peers(std::vector<int>* out) override {
+    if (out == nullptr) return Status::InvalidValue;
+    out->clear();
+    int count = 0;
+    Status s = to_status(api_.device_get_count(&count));
+    if (s != Status::Success) return s;
+    for (int d = 0; d < count; ++d) {
+      if (d == device_) continue;
+      CUdevice peer = 0;
+      int can = 0;
+      s = to_status(api_.device_get(&peer, d));
+      if (s == Status::Success) s = to_status(api_.device_can_access_peer(&can, peer, cu_device_));
+      if (s != Status::Success) return s;
+      if (can != 0) out->push_back(d);
+    }
+    return Status::Success;
+  }
+
+  Status set_peers(const std::vector<int>& devices) override {
+    std::vector<int> possible;
+    const Status s = accessible_peers(&possible);
+    if (s != Status::Success) return s;
+    std::vector<CUdevice> peers;
+    for (int d : devices) {
+      if (std::find(possible.begin(), possible.end(), d) == possible.end()) {
+        return Status::InvalidDevice;
+      }
+      CUdevice peer = 0;
+      const Status got = to_status(api_.device_get(&peer, d));
+      if (got != Status::Success) return got;
+      peers.push_back(peer);
+    }
+    std::lock_guard lock(mu_);
+    peers_ = std::move(peers);
     return Status::Success;
   }
 
@@ -352,6 +411,38 @@ class CudaDriver final : public Driver {
     const Status s = to_status(api_.stream_wait_event(as_stream(stream), as_event(event), 0));
     if (s == Status::Success) count(&DriverCounters::stream_waits);
     return s;
+  }
+
+  Status synchronize() override {
+    const ContextScope scope(api_, context_);
+    const Status s = to_status(api_.ctx_synchronize());
+    if (s == Status::Success) count(&DriverCounters::synchronizes);
+    return s;
+  }
+
+  Status stream_is_capturing(StreamHandle stream, bool* capturing) override {
+    if (capturing == nullptr) return Status::InvalidValue;
+    const ContextScope scope(api_, context_);
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const Status s = to_status(api_.stream_is_capturing(as_stream(stream), &status));
+    if (s != Status::Success) return s;
+    count(&DriverCounters::capture_queries);
+    *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+    return Status::Success;
+  }
+
+  Status stream_create(StreamHandle* out) override {
+    if (out == nullptr) return Status::InvalidValue;
+    const ContextScope scope(api_, context_);
+    CUstream stream = nullptr;
+    const Status s = to_status(api_.stream_create(&stream, CU_STREAM_NON_BLOCKING));
+    if (s == Status::Success) *out = reinterpret_cast<StreamHandle>(stream);
+    return s;
+  }
+
+  Status stream_destroy(StreamHandle stream) override {
+    const ContextScope scope(api_, context_);
+    return to_status(api_.stream_destroy(as_stream(stream)));
   }
 
   Status write_bytes(DevicePtr dst, const void* src, std::size_t size) override {
@@ -410,6 +501,7 @@ class CudaDriver final : public Driver {
   std::size_t granularity_ = 0;
 
   mutable std::mutex mu_;
+  std::vector<CUdevice> peers_;  // given access by set_access beside the owner
   std::unordered_map<ChunkHandle, std::size_t> chunk_sizes_;
   std::map<DevicePtr, std::size_t> reservations_;  // base -> size, of this driver's ranges
   DriverCounters counters_;

@@ -41,4 +41,26 @@ Status Driver::read_bytes(void* dst, DevicePtr src, std::size_t size) {
 
 Status Driver::gpu_use(StreamHandle, DevicePtr, std::size_t) { return Status::NotSupported; }
 
+Status Driver::accessible_peers(std::vector<int>* out) {
+  if (out == nullptr) return Status::InvalidValue;
+  out->clear();
+  return Status::Success;
+}
+
+Status Driver::set_peers(const std::vector<int>& devices) {
+  return devices.empty() ? Status::Success : Status::InvalidDevice;
+}
+
+Status Driver::synchronize() { return Status::NotSupported; }
+
+Status Driver::stream_is_capturing(StreamHandle, bool* capturing) {
+  if (capturing == nullptr) return Status::InvalidValue;
+  *capturing = false;
+  return Status::Success;
+}
+
+Status Driver::stream_create(StreamHandle*) { return Status::NotSupported; }
+
+Status Driver::stream_destroy(StreamHandle) { return Status::NotSupported; }
+
 }  // namespace stalloc::vmm

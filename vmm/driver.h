@@ -5,7 +5,8 @@
 //
 // The calls mirror the CUDA driver API one to one (cuMemGetAllocationGranularity, cuMemCreate,
 // cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap, cuMemUnmap, cuMemSetAccess,
-// cuEventCreate/Record/Query/Destroy, cuStreamWaitEvent) and return CUDA's error codes.
+// cuEventCreate/Record/Query/Destroy, cuStreamWaitEvent, cuCtxSynchronize, cuStreamIsCapturing,
+// cuStreamCreate/Destroy, cuDeviceCanAccessPeer) and return CUDA's error codes.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <string>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 namespace stalloc::vmm {
 
@@ -56,7 +58,9 @@ struct DriverCounters {
   std::uint64_t maps = 0;
   std::uint64_t unmaps = 0;
   std::uint64_t set_accesses = 0;
-  std::uint64_t set_access_bytes = 0;  // bytes covered by successful set_access calls
+  // Bytes covered by successful set_access calls, once per device given access (the owner and
+  // each peer of set_peers).
+  std::uint64_t set_access_bytes = 0;
   std::uint64_t live_chunks = 0;
   std::uint64_t live_reservations = 0;
   std::uint64_t live_mappings = 0;
@@ -69,6 +73,8 @@ struct DriverCounters {
   std::uint64_t event_queries = 0;
   std::uint64_t stream_waits = 0;
   std::uint64_t live_events = 0;
+  std::uint64_t synchronizes = 0;     // host waits for the whole device
+  std::uint64_t capture_queries = 0;  // stream_is_capturing calls
   // gpu_use: uses that may still run on the GPU when their memory is unmapped, or that another
   // stream's use of the same physical bytes did not wait for (host driver with lag only).
   std::uint64_t unguarded_uses = 0;
@@ -98,8 +104,17 @@ class Driver {
   virtual Status map(DevicePtr ptr, std::size_t size, std::size_t offset, ChunkHandle chunk) = 0;
   // Must cover exactly one mapped range, as cuMemUnmap does for a range mapped by one call.
   virtual Status unmap(DevicePtr ptr, std::size_t size) = 0;
-  // Grants access over a range that is entirely mapped.
+  // Grants access over a range that is entirely mapped, to the owning device and to the peers
+  // of set_peers.
   virtual Status set_access(DevicePtr ptr, std::size_t size, Access access) = 0;
+
+  // The other devices whose kernels can be given access to this device's memory
+  // (cuDeviceCanAccessPeer). Default: none.
+  virtual Status accessible_peers(std::vector<int>* out);
+  // Later set_access calls also grant access to these devices: peer access enabled with
+  // cuCtxEnablePeerAccess does not cover cuMem mappings. Each must be in accessible_peers();
+  // InvalidDevice otherwise, and nothing changes. Default: only an empty list is accepted.
+  virtual Status set_peers(const std::vector<int>& devices);
 
   virtual Status event_create(EventHandle* out) = 0;
   virtual Status event_destroy(EventHandle event) = 0;
@@ -108,6 +123,17 @@ class Driver {
   virtual Status event_query(EventHandle event) = 0;
   // Makes future work on stream wait for the event; asynchronous, the host does not block.
   virtual Status stream_wait_event(StreamHandle stream, EventHandle event) = 0;
+  // Blocks until all work queued on the device so far is done (cuCtxSynchronize), so every
+  // recorded event then answers Success. Only where waiting is the alternative to failing (out
+  // of memory, no mapping left). Default: NotSupported.
+  virtual Status synchronize();
+  // Whether work enqueued on stream is being captured into a CUDA graph (cuStreamIsCapturing,
+  // any status but NONE). The legacy default stream (0) cannot be captured. Default: never.
+  virtual Status stream_is_capturing(StreamHandle stream, bool* capturing);
+  // A stream of the device's own (cuStreamCreate, non-blocking), for tools that replay traces
+  // naming several streams. Default: NotSupported.
+  virtual Status stream_create(StreamHandle* out);
+  virtual Status stream_destroy(StreamHandle stream);
 
   // True when a DevicePtr can be read and written by the host (the host backend), so tests and
   // replay --verify can write and check data patterns.

@@ -9,6 +9,7 @@ constexpr std::array<std::string_view, kCallKinds> kNames = {
     "map",          "unmap",        "set_access",   "set_access_extra_granules",
     "event_create", "event_destroy", "event_record", "event_query",
     "stream_wait",  "cuda_malloc",  "cuda_free",    "device_sync",
+    "capture_query",
 };
 
 // docs/driver_costs.md gives the source of every figure: the published A100 microbenchmark the
@@ -32,13 +33,14 @@ constexpr std::array<double, kCallKinds> kA100 = {
     235.5,   // cuda_malloc: create + reserve + map + set_access
     66.0,    // cuda_free: unmap + release + address_free + 5
     1000.0,  // device_sync
+    0.5,     // capture_query (assumed: a host-side stream query, as event_query)
 };
 
 // Measured (tools/gpu_check.sh, bench_vmm BM_VmmCall/*/cuda, medians of 3 repetitions of 100
 // batches of 64 chunks of 2 MiB; two runs on 2026-12-04, one H200, driver 580.159.04; the mean of
 // the two medians; docs/results/2026-12-04-h200.md). set_access_extra_granules from
 // BM_VmmCallSized (32 granules against 1). Not measured, kept from the A100 table: reserve,
-// address_free, the event calls and device_sync.
+// address_free, the event calls, device_sync and capture_query.
 constexpr std::array<double, kCallKinds> kH200 = {
     8.6,     // create
     10.2,    // release
@@ -56,6 +58,7 @@ constexpr std::array<double, kCallKinds> kH200 = {
     42.3,    // cuda_malloc: create + reserve + map + set_access
     41.2,    // cuda_free: unmap + release + address_free + 5
     1000.0,  // device_sync (assumed)
+    0.5,     // capture_query (assumed)
 };
 
 constexpr CostTable kTables[] = {
@@ -116,6 +119,8 @@ CallTally tally(const DriverCounters& c, std::uint64_t granule) {
   t[CallKind::EventRecord] = c.event_records;
   t[CallKind::EventQuery] = c.event_queries;
   t[CallKind::StreamWait] = c.stream_waits;
+  t[CallKind::DeviceSync] = c.synchronizes;
+  t[CallKind::CaptureQuery] = c.capture_queries;
   return t;
 }
 

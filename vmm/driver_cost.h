@@ -35,13 +35,14 @@ enum class CallKind : std::uint8_t {
   StreamWait,    // cuStreamWaitEvent
   CudaMalloc,    // cudaMalloc (PyTorch's caching allocator)
   CudaFree,      // cudaFree, its implied device synchronisation apart
-  DeviceSync,    // a host wait for the whole device (cudaFree, free-cached-and-retry)
+  DeviceSync,    // a host wait for the whole device (cudaFree, free-cached-and-retry, cuCtxSynchronize)
+  CaptureQuery,  // cuStreamIsCapturing
 };
-inline constexpr std::size_t kCallKinds = 16;
+inline constexpr std::size_t kCallKinds = 17;
 
 // "create", "release", "reserve", "address_free", "map", "unmap", "set_access",
 // "set_access_extra_granules", "event_create", "event_destroy", "event_record", "event_query",
-// "stream_wait", "cuda_malloc", "cuda_free", "device_sync".
+// "stream_wait", "cuda_malloc", "cuda_free", "device_sync", "capture_query".
 std::string_view call_kind_name(CallKind kind);
 // The VMM calls proper (create .. set_access): what a steady iteration should not make.
 bool is_vmm_call(CallKind kind);

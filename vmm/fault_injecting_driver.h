@@ -71,6 +71,14 @@ class FaultInjectingDriver final : public Driver {
   Status stream_wait_event(StreamHandle stream, EventHandle event) override {
     return inner_.stream_wait_event(stream, event);
   }
+  Status accessible_peers(std::vector<int>* out) override { return inner_.accessible_peers(out); }
+  Status set_peers(const std::vector<int>& devices) override { return inner_.set_peers(devices); }
+  Status synchronize() override { return inner_.synchronize(); }
+  Status stream_is_capturing(StreamHandle stream, bool* capturing) override {
+    return inner_.stream_is_capturing(stream, capturing);
+  }
+  Status stream_create(StreamHandle* out) override { return inner_.stream_create(out); }
+  Status stream_destroy(StreamHandle stream) override { return inner_.stream_destroy(stream); }
   Status write_bytes(DevicePtr dst, const void* src, std::size_t size) override {
     return inner_.write_bytes(dst, src, size);
   }

@@ -220,6 +220,14 @@ class PendingRecords {
     settle();
   }
 
+  // Completes every record (a device synchronisation).
+  void complete_all() {
+    for (Stream& stream : streams_) {
+      stream.first_seq += stream.pending.size();
+      stream.pending.clear();
+    }
+  }
+
  private:
   struct Entry {
     std::uint64_t time;          // order of all records, over every stream
@@ -293,6 +301,7 @@ class HostDriver final : public Driver {
       : granularity_(options.granularity),
         max_bytes_(options.max_bytes),
         device_(options.device),
+        devices_(std::max(options.devices, options.device + 1)),
         backed_(options.backed),
         lagging_(options.lag.queries > 0),
         area_budget_(area_budget),
@@ -462,7 +471,25 @@ class HostDriver final : public Driver {
     if (cursor != ptr + size) return Status::InvalidValue;
     if (!protect(ptr, size, access)) return Status::OutOfMemory;
     ++counters_.set_accesses;
-    counters_.set_access_bytes += size;
+    counters_.set_access_bytes += size * (1 + peers_.size());
+    return Status::Success;
+  }
+
+  Status accessible_peers(std::vector<int>* out) override {
+    if (out == nullptr) return Status::InvalidValue;
+    out->clear();
+    for (int d = 0; d < devices_; ++d) {
+      if (d != device_) out->push_back(d);
+    }
+    return Status::Success;
+  }
+
+  Status set_peers(const std::vector<int>& devices) override {
+    for (int d : devices) {
+      if (d < 0 || d >= devices_ || d == device_) return Status::InvalidDevice;
+    }
+    std::lock_guard lock(mu_);
+    peers_ = devices;
     return Status::Success;
   }
 
@@ -541,6 +568,49 @@ class HostDriver final : public Driver {
     if (it->second.recorded) pending_.wait(stream, it->second.record);
     ++counters_.stream_waits;
     return Status::Success;
+  }
+
+  // Every recorded event is complete afterwards: what a device synchronisation gives on a GPU.
+  Status synchronize() override {
+    std::lock_guard lock(mu_);
+    if (lagging_) pending_.complete_all();
+    uses_.clear();  // every kernel enqueued has run
+    ++counters_.synchronizes;
+    return Status::Success;
+  }
+
+  Status stream_is_capturing(StreamHandle stream, bool* capturing) override {
+    if (capturing == nullptr) return Status::InvalidValue;
+    std::lock_guard lock(mu_);
+    ++counters_.capture_queries;
+    *capturing = captured_.contains(stream);
+    return Status::Success;
+  }
+
+  Status set_capturing(StreamHandle stream, bool capturing) {
+    if (stream == 0) return Status::InvalidValue;
+    std::lock_guard lock(mu_);
+    if (capturing) {
+      captured_.insert(stream);
+    } else {
+      captured_.erase(stream);
+    }
+    return Status::Success;
+  }
+
+  // Handles far above the small stream numbers traces and tests use as handles.
+  Status stream_create(StreamHandle* out) override {
+    if (out == nullptr) return Status::InvalidValue;
+    std::lock_guard lock(mu_);
+    const StreamHandle stream = kFirstCreatedStream + next_stream_++;
+    streams_.insert(stream);
+    *out = stream;
+    return Status::Success;
+  }
+
+  Status stream_destroy(StreamHandle stream) override {
+    std::lock_guard lock(mu_);
+    return streams_.erase(stream) == 1 ? Status::Success : Status::InvalidHandle;
   }
 
   // The kernel's memory areas bound the backed driver's mappings (each mapping is one, and the
@@ -773,13 +843,20 @@ class HostDriver final : public Driver {
   const std::size_t granularity_;
   const std::size_t max_bytes_;
   const int device_;
+  const int devices_;
   const bool backed_;
   const bool lagging_;
   const std::size_t area_budget_;  // unbacked: kUnlimited
   const std::size_t max_mappings_;
   const std::size_t arena_bytes_;
 
+  static constexpr StreamHandle kFirstCreatedStream = StreamHandle{1} << 32;
+
   mutable std::mutex mu_;
+  std::vector<int> peers_;
+  std::set<StreamHandle> streams_;  // made by stream_create, not yet destroyed
+  std::set<StreamHandle> captured_;  // being captured (host_set_capturing)
+  std::uint64_t next_stream_ = 0;
   std::uint64_t next_handle_ = 1;
   std::uint64_t next_arena_ = 1;
   DevicePtr next_fake_ = HostDriverOptions::kUnbackedBase;  // unbacked: the next free address
@@ -805,6 +882,11 @@ class HostDriver final : public Driver {
 };
 
 }  // namespace
+
+Status host_set_capturing(Driver& driver, StreamHandle stream, bool capturing) {
+  auto* host = dynamic_cast<HostDriver*>(&driver);
+  return host != nullptr ? host->set_capturing(stream, capturing) : Status::NotSupported;
+}
 
 std::unique_ptr<Driver> make_host_driver(const HostDriverOptions& options) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));

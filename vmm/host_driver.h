@@ -56,6 +56,9 @@ struct HostDriverOptions {
   // Most physical bytes created at once; 0: unlimited. Past it create() returns OutOfMemory.
   std::size_t max_bytes = 0;
   int device = 0;
+  // Devices the emulated process sees (at least device + 1): each can be given access to every
+  // other's memory (Driver::accessible_peers, set_peers).
+  int devices = 1;
   // false: keep the books and refuse what CUDA refuses, but hold no memory and make no syscall.
   // Reservations lie in a fake range from kUnbackedBase, never reused; host_accessible() is
   // false (write_bytes and read_bytes return NotSupported); total_memory is max_bytes, or
@@ -70,5 +73,12 @@ struct HostDriverOptions {
 // Throws DriverUnavailable for options it cannot honour (granularity not a power of two, or not
 // a multiple of the page size).
 std::unique_ptr<Driver> make_host_driver(const HostDriverOptions& options = {});
+
+// Begins (true) or ends (false) a CUDA graph capture of `stream` on a host driver, as
+// cudaStreamBeginCapture / cudaStreamEndCapture would: from then on Driver::stream_is_capturing
+// answers so, and tests see what a capture begun outside PyTorch does. InvalidValue for stream 0
+// (CUDA refuses to capture the legacy default stream) and NotSupported for a driver that is not
+// a host driver.
+Status host_set_capturing(Driver& driver, StreamHandle stream, bool capturing);
 
 }  // namespace stalloc::vmm

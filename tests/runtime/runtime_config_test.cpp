@@ -26,7 +26,7 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   RuntimeConfig c = parse_runtime_config(
       "backend:host, mode:windowed,profile_iterations:3,granularity:64KiB,small_size:4096,"
       "large_size:0,online_page:20MiB,capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
-      "lookahead:4,varying_sizes:dynamic,log:/tmp/stalloc.log");
+      "lookahead:4,varying_sizes:dynamic,peer_access:all,log:/tmp/stalloc.log");
   EXPECT_EQ(c.backend, "host");
   EXPECT_EQ(c.mode, PlanMode::Windowed);
   EXPECT_EQ(c.profile_iterations, 3u);
@@ -41,6 +41,7 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   EXPECT_EQ(c.windows, 16u);
   EXPECT_EQ(c.lookahead, 4u);
   EXPECT_EQ(c.varying_sizes, VaryingSizes::Dynamic);
+  EXPECT_TRUE(c.peer_access);
   EXPECT_EQ(c.log, "/tmp/stalloc.log");
 }
 
@@ -58,8 +59,11 @@ TEST(RuntimeConfig, ModesAndTheMappingLimit) {
 }
 
 TEST(RuntimeConfig, FormatRoundTrips) {
-  RuntimeConfig c = parse_runtime_config("backend:host,mode:windowed,capacity:1GiB,windows:3");
+  RuntimeConfig c =
+      parse_runtime_config("backend:host,mode:windowed,capacity:1GiB,windows:3,peer_access:all");
   RuntimeConfig again = parse_runtime_config(format_runtime_config(c));
+  EXPECT_TRUE(again.peer_access);
+  EXPECT_FALSE(parse_runtime_config(format_runtime_config(RuntimeConfig{})).peer_access);
   EXPECT_EQ(again.backend, "host");
   EXPECT_EQ(again.mode, PlanMode::Windowed);
   EXPECT_EQ(again.capacity, 1ull << 30);
@@ -107,6 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
                     BadConf{"plan_cache_size:0", "'plan_cache_size'"},
                     BadConf{"windows:0", "'windows'"}, BadConf{"log:", "'log'"},
                     BadConf{"colour:blue", "unknown key 'colour'"},
+                    BadConf{"peer_access:1,2", "none or all"},
                     BadConf{"backend", "expected key:value"},
                     BadConf{"small_size:1GiB", "'small_size'"},
                     BadConf{"varying_sizes:maybe", "'varying_sizes'"}));

@@ -228,6 +228,67 @@ TEST_P(DriverConformance, EventsRecordQueryAndWait) {
   EXPECT_EQ(c.live_events, 0u);
 }
 
+// A device synchronisation leaves no recorded event pending, and is counted.
+TEST_P(DriverConformance, SynchronizeCompletesRecordedEvents) {
+  EventHandle event = 0;
+  ASSERT_EQ(driver_->event_create(&event), Status::Success);
+  ASSERT_EQ(driver_->event_record(event, 0), Status::Success);
+  ASSERT_EQ(driver_->synchronize(), Status::Success);
+  EXPECT_EQ(driver_->event_query(event), Status::Success);
+  EXPECT_EQ(driver_->event_destroy(event), Status::Success);
+  EXPECT_EQ(driver_->counters().synchronizes, 1u);
+}
+
+// Streams made are distinct from the default stream and from each other, take events, can be
+// captured only outside these tests, and are destroyed once.
+TEST_P(DriverConformance, StreamsMadeTakeEventsAndAreDestroyedOnce) {
+  StreamHandle a = 0;
+  StreamHandle b = 0;
+  ASSERT_EQ(driver_->stream_create(&a), Status::Success);
+  ASSERT_EQ(driver_->stream_create(&b), Status::Success);
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  bool capturing = true;
+  EXPECT_EQ(driver_->stream_is_capturing(a, &capturing), Status::Success);
+  EXPECT_FALSE(capturing);
+  capturing = true;
+  EXPECT_EQ(driver_->stream_is_capturing(0, &capturing), Status::Success);
+  EXPECT_FALSE(capturing);
+  EXPECT_EQ(driver_->counters().capture_queries, 2u);
+  EventHandle event = 0;
+  ASSERT_EQ(driver_->event_create(&event), Status::Success);
+  EXPECT_EQ(driver_->event_record(event, a), Status::Success);
+  EXPECT_EQ(driver_->stream_wait_event(b, event), Status::Success);
+  ASSERT_EQ(driver_->synchronize(), Status::Success);
+  EXPECT_EQ(driver_->event_query(event), Status::Success);
+  EXPECT_EQ(driver_->event_destroy(event), Status::Success);
+  EXPECT_EQ(driver_->stream_destroy(a), Status::Success);
+  EXPECT_EQ(driver_->stream_destroy(b), Status::Success);
+  if (is_host()) {
+    EXPECT_EQ(driver_->stream_destroy(a), Status::InvalidHandle);
+  }
+}
+
+// Peers must be devices that can reach this one's memory; the device itself is not a peer.
+// With the ones it can, a set_access covers each of them beside the owner.
+TEST_P(DriverConformance, PeersAreDevicesThatCanReachTheMemory) {
+  std::vector<int> peers;
+  ASSERT_EQ(driver_->accessible_peers(&peers), Status::Success);
+  EXPECT_EQ(std::count(peers.begin(), peers.end(), driver_->device()), 0);
+  EXPECT_EQ(driver_->set_peers({driver_->device()}), Status::InvalidDevice);
+  EXPECT_EQ(driver_->set_peers({4096}), Status::InvalidDevice);
+  ASSERT_EQ(driver_->set_peers(peers), Status::Success);
+  PhysicalChunk chunk;
+  ASSERT_EQ(PhysicalChunk::create(*driver_, g_, &chunk), Status::Success);
+  VaReservation range;
+  ASSERT_EQ(VaReservation::reserve(*driver_, g_, 0, &range), Status::Success);
+  Mapping m;
+  ASSERT_EQ(Mapping::map(*driver_, range.base(), g_, 0, chunk.handle(), &m), Status::Success);
+  ASSERT_EQ(m.set_access(Access::ReadWrite), Status::Success);
+  EXPECT_EQ(driver_->counters().set_access_bytes, g_ * (1 + peers.size()));
+  EXPECT_EQ(driver_->set_peers({}), Status::Success);
+}
+
 TEST_P(DriverConformance, ChunkPoolCountersAreExact) {
   {
     ChunkPool pool(*driver_, 4);

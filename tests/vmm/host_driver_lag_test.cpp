@@ -228,6 +228,24 @@ TEST(LaggingHostDriver, CompletionIsAlwaysClosedUnderStreamOrderAndWaits) {
 
 // Records never queried pile up; past HostLag::kMaxPendingRecords on one stream the oldest
 // completes, and with it everything recorded before it.
+// A synchronisation completes every record of every stream, those waiting for others included,
+// and later records lag again.
+TEST(LaggingHostDriver, SynchronizeCompletesEveryRecordAndLaterOnesLagAgain) {
+  auto driver = lagging(1000);
+  const EventHandle a = new_event(*driver);
+  const EventHandle b = new_event(*driver);
+  ASSERT_EQ(driver->event_record(a, 1), Status::Success);
+  ASSERT_EQ(driver->stream_wait_event(2, a), Status::Success);
+  ASSERT_EQ(driver->event_record(b, 2), Status::Success);
+  EXPECT_EQ(driver->event_query(b), Status::NotReady);
+  ASSERT_EQ(driver->synchronize(), Status::Success);
+  EXPECT_EQ(driver->event_query(a), Status::Success);
+  EXPECT_EQ(driver->event_query(b), Status::Success);
+  ASSERT_EQ(driver->event_record(a, 1), Status::Success);
+  EXPECT_EQ(driver->event_query(a), Status::NotReady);
+  EXPECT_EQ(driver->counters().synchronizes, 1u);
+}
+
 TEST(LaggingHostDriver, AStreamHoldsAtMostMaxPendingRecords) {
   auto driver = lagging(1000);
   const EventHandle oldest = new_event(*driver);
@@ -283,6 +301,14 @@ TEST(LaggingHostDriverUses, AnUnmapAfterAnEventRecordedAfterTheKernelCompletedIs
   ASSERT_EQ(f.driver->event_record(event, 1), Status::Success);
   EXPECT_EQ(f.driver->event_query(event), Status::NotReady);
   f.complete(event);
+  EXPECT_EQ(f.driver->unmap(f.first, f.g), Status::Success);
+  EXPECT_EQ(f.unguarded(), 0u);
+}
+
+TEST(LaggingHostDriverUses, AnUnmapAfterASynchronizeIsNot) {
+  UseFixture f;
+  ASSERT_EQ(f.driver->gpu_use(1, f.first, 100), Status::Success);
+  ASSERT_EQ(f.driver->synchronize(), Status::Success);
   EXPECT_EQ(f.driver->unmap(f.first, f.g), Status::Success);
   EXPECT_EQ(f.unguarded(), 0u);
 }

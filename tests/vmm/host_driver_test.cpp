@@ -344,6 +344,43 @@ TEST(HostDriver, DestructionCleansUpWhatWasLeaked) {
   EXPECT_EQ(protection_of(ptr), "");
 }
 
+TEST(HostDriver, CapturesBeginAndEndOnStreamsOtherThanTheDefault) {
+  HostDriverOptions options;
+  options.granularity = testing::kHostTestGranularity;
+  auto driver = make_host_driver(options);
+  bool capturing = true;
+  EXPECT_EQ(host_set_capturing(*driver, 0, true), Status::InvalidValue);
+  ASSERT_EQ(host_set_capturing(*driver, 3, true), Status::Success);
+  ASSERT_EQ(driver->stream_is_capturing(3, &capturing), Status::Success);
+  EXPECT_TRUE(capturing);
+  ASSERT_EQ(driver->stream_is_capturing(4, &capturing), Status::Success);
+  EXPECT_FALSE(capturing);
+  ASSERT_EQ(host_set_capturing(*driver, 3, false), Status::Success);
+  ASSERT_EQ(driver->stream_is_capturing(3, &capturing), Status::Success);
+  EXPECT_FALSE(capturing);
+  EXPECT_EQ(driver->counters().capture_queries, 3u);
+  EXPECT_EQ(driver->stream_is_capturing(3, nullptr), Status::InvalidValue);
+}
+
+// The emulated process sees `devices` devices, each able to reach every other's memory.
+TEST(HostDriver, PeersAreTheOtherDevicesOfTheProcess) {
+  HostDriverOptions options;
+  options.granularity = testing::kHostTestGranularity;
+  options.device = 1;
+  options.devices = 4;
+  auto driver = make_host_driver(options);
+  std::vector<int> peers;
+  ASSERT_EQ(driver->accessible_peers(&peers), Status::Success);
+  EXPECT_EQ(peers, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(driver->set_peers({0, 4}), Status::InvalidDevice);
+  EXPECT_EQ(driver->set_peers({0, 3}), Status::Success);
+  options.device = 2;
+  options.devices = 1;
+  auto alone = make_host_driver(options);
+  ASSERT_EQ(alone->accessible_peers(&peers), Status::Success);
+  EXPECT_EQ(peers, (std::vector<int>{0, 1}));  // devices is at least device + 1
+}
+
 TEST(DriverFactory, NamesBackends) {
   EXPECT_EQ(make_driver("host")->name(), "host");
   const auto automatic = make_driver("auto");

@@ -243,19 +243,23 @@ int run_replay(const std::vector<std::string>& raw) {
   std::unique_ptr<Runtime> owned =
       lagging ? std::make_unique<Runtime>(config, *lagging) : std::make_unique<Runtime>(config);
   Runtime& runtime = *owned;
-  // A trace names streams by index; only index 0 (the default stream, CUstream 0) is a stream
-  // on a GPU: 1 and 2 would be CUDA's legacy and per-thread default streams, 3 and up garbage.
-  // Real streams per index need a stream_create in the Driver interface (docs/runtime.md,
-  // "Under PyTorch").
+  // A trace names streams by index. The host backend takes the index for the handle; on a GPU,
+  // index 0 is the default stream and every other index a stream made here (1 and 2 would be
+  // CUDA's legacy and per-thread default streams, 3 and up garbage). They are not destroyed:
+  // the runtime records on them until its driver goes with it, and the process ends then.
+  std::vector<vmm::StreamHandle> streams;
   if (runtime.driver().name() != "host") {
     std::uint32_t last = 0;
     for (const Event& e : trace.events) last = std::max(last, e.stream);
-    if (last != 0) {
-      throw UsageError(pos[0] + ": a trace of " + std::to_string(last + 1) +
-                       " streams replays on the host backend only (the " +
-                       std::string(runtime.driver().name()) +
-                       " backend would take stream indices for stream handles, and the Driver "
-                       "interface cannot create streams)");
+    streams.assign(std::size_t{last} + 1, 0);
+    for (std::uint32_t i = 1; i <= last; ++i) {
+      const vmm::Status made = runtime.driver().stream_create(&streams[i]);
+      if (made != vmm::Status::Success) {
+        throw UsageError(pos[0] + ": cannot make stream " + std::to_string(i) + " of " +
+                         std::to_string(last + 1) + " on the " +
+                         std::string(runtime.driver().name()) + " backend (" +
+                         std::string(vmm::status_name(made)) + ")");
+      }
     }
   }
   if (have_plan) {
@@ -267,6 +271,7 @@ int run_replay(const std::vector<std::string>& raw) {
   options.verify = verify;
   options.time_mallocs = true;
   options.step = !no_step;
+  options.streams = streams;
   Summary s;
   s.lag = lag;
   s.result = replay_trace(runtime, trace, options);
