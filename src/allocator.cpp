@@ -272,6 +272,7 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   active_->advance_to(planned.start);
   SlotState& slot = active_->slot(k);
   StreamMask sync_with = 0;
+  StreamSync::FreeStamp freed = StreamSync::kUnstamped;
   bool occupied = false;
   if (planned.kind == SlotKind::Dynamic && !slot.live) {
     const std::uint64_t starts = active_->dynamic_starts(k, size);
@@ -285,11 +286,11 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     // of an overlapping budget); else the first, if parked chunks are all that is in the way.
     for (std::uint64_t start = 0; start < starts && !occupied; ++start) {
       active_->fit_dynamic(k, size, start);
-      occupied = pool_.try_occupy(slot.footprint, &sync_with);
+      occupied = pool_.try_occupy(slot.footprint, &sync_with, &freed);
     }
     if (!occupied) active_->fit_dynamic(k, size, 0);
   } else if (!slot.live) {
-    occupied = pool_.try_occupy(slot.footprint, &sync_with);
+    occupied = pool_.try_occupy(slot.footprint, &sync_with, &freed);
   }
   // A chunk lent to a packed arena and parked there comes back at once when the slot wants it.
   if (!occupied) {
@@ -297,14 +298,14 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     slot.footprint.append_pieces(granularity_, &conflict_pieces_);
   }
   if (!occupied && (slot.live || !(lender_.reclaim(conflict_pieces_) &&
-                                   pool_.try_occupy(slot.footprint, &sync_with)))) {
+                                   pool_.try_occupy(slot.footprint, &sync_with, &freed)))) {
     lender_.want(conflict_pieces_);
     ++stats_.conflicts;
     return 0;
   }
-  if (!active_->ensure_mapped(k) || !sync_.order_after(sync_with, stream)) {
+  if (!active_->ensure_mapped(k) || !sync_.order_after(sync_with, stream, freed)) {
     // The chunks keep the streams the slot would have waited for.
-    pool_.vacate(slot.footprint, sync_with);
+    pool_.vacate(slot.footprint, sync_with, freed);
     ++stats_.conflicts;
     return 0;
   }
@@ -373,7 +374,8 @@ bool Runtime::free_planned(vmm::DevicePtr p, std::uint16_t thread) {
   const LiveSlot live = live_planned_.take(p);
   if (live.plan == nullptr) return false;
   SlotState& slot = live.plan->slot(live.slot);
-  pool_.vacate(slot.footprint, slot.used_by);
+  pool_.vacate(slot.footprint, slot.used_by, sync_.now());
+  sync_.note_free(slot.used_by);
   slot.live = false;
   live.plan->on_vacated(live.slot);
   recorder_.free(slot.tenant_id, slot.tenant_size, slot.tenant_stream, thread, p);
@@ -404,6 +406,7 @@ void Runtime::free_locked(vmm::DevicePtr p) {
       const Unplanned u = it->second;
       unplanned_.erase(it);
       done = u.arena != nullptr ? u.arena->free(p, u.used_by) : dedicated_.free(p, u.used_by);
+      sync_.note_free(u.used_by);
       recorder_.free(u.id, u.size, u.stream, thread, p);
       stats_.allocated_bytes -= u.size;
     }
@@ -917,6 +920,7 @@ RuntimeStats Runtime::stats() const {
   s.plans_pending = cache_.pending();
   s.plans_retiring = cache_.retiring();
   s.stream_waits = sync_.waits();
+  s.stream_waits_on_marks = sync_.waits_on_free_marks();
   s.driver = driver_.counters();
   return s;
 }

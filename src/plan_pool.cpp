@@ -83,6 +83,7 @@ bool PlanPool::grow_to(std::size_t count) {
   const std::size_t words = (count + 63) / 64;
   any_.resize(words, 0);
   occupied_.resize(words, 0);
+  freed_.resize(words, 0);
   partial_.resize(count);
   for (StreamMask s = streams_; s != 0; s &= s - 1) users_[std::countr_zero(s)].resize(words, 0);
   for (const Chunk& a : added) {
@@ -90,7 +91,7 @@ bool PlanPool::grow_to(std::size_t count) {
     handles_.push_back(a.handle);
     // A chunk from the cache may still have work in flight on its former tenant's streams.
     const ChunkWord w = bit_of(c);
-    mark_used(w.index, w.bits, a.users);
+    mark_used(w.index, w.bits, a.users, StreamSync::kUnstamped);
   }
   idle_count_ += added.size();
   return true;
@@ -123,7 +124,13 @@ void PlanPool::occupy_whole(const ChunkWord& w) {
   idle_count_ -= w.count;
   // A tenant of the whole chunk is ordered after every earlier user: they need not be
   // remembered. A partial tenant leaves other bytes whose users are still unordered.
-  for (StreamMask s = streams_; s != 0; s &= s - 1) users_[std::countr_zero(s)][w.index] &= ~w.bits;
+  std::uint64_t left = 0;
+  for (StreamMask s = streams_; s != 0; s &= s - 1) {
+    std::uint64_t& users = users_[std::countr_zero(s)][w.index];
+    users &= ~w.bits;
+    left |= users;
+  }
+  if (left == 0) freed_[w.index] = 0;
 }
 
 void PlanPool::occupy_partial(const ChunkPiece& piece) {
@@ -160,17 +167,21 @@ void PlanPool::release_partial(const ChunkPiece& piece) {
   }
 }
 
-void PlanPool::mark_used(std::uint32_t word, std::uint64_t bits, StreamMask used_by) {
+void PlanPool::mark_used(std::uint32_t word, std::uint64_t bits, StreamMask used_by,
+                         StreamSync::FreeStamp freed) {
+  if (used_by == 0) return;
   for (StreamMask s = used_by; s != 0; s &= s - 1) {
     users_bits(static_cast<unsigned>(std::countr_zero(s)))[word] |= bits;
   }
+  freed_[word] = std::max(freed_[word], freed);
 }
 
 ChunkWord PlanPool::bit_of(std::uint32_t chunk) {
   return {chunk >> 6, 1, std::uint64_t{1} << (chunk & 63)};
 }
 
-bool PlanPool::try_occupy(Footprint footprint, StreamMask* sync_with) {
+bool PlanPool::try_occupy(Footprint footprint, StreamMask* sync_with,
+                          StreamSync::FreeStamp* freed) {
   for (const ChunkWord& w : footprint.whole) {
     if ((any_[w.index] & w.bits) != 0) return false;
   }
@@ -178,23 +189,31 @@ bool PlanPool::try_occupy(Footprint footprint, StreamMask* sync_with) {
     if (!partial_available(p)) return false;
   }
   StreamMask users = 0;
-  for (const ChunkWord& w : footprint.whole) users |= users_of(w.index, w.bits);
-  for (const ChunkPiece& p : footprint.partial) {
-    const ChunkWord w = bit_of(p.chunk);
-    users |= users_of(w.index, w.bits);
-  }
+  StreamSync::FreeStamp stamp = 0;
+  auto add = [&](const ChunkWord& w) {
+    const StreamMask u = users_of(w.index, w.bits);
+    if (u != 0) stamp = std::max(stamp, freed_[w.index]);
+    users |= u;
+  };
+  for (const ChunkWord& w : footprint.whole) add(w);
+  for (const ChunkPiece& p : footprint.partial) add(bit_of(p.chunk));
   for (const ChunkWord& w : footprint.whole) occupy_whole(w);
   for (const ChunkPiece& p : footprint.partial) occupy_partial(p);
   *sync_with = users;
+  if (freed != nullptr) *freed = stamp;
   return true;
 }
 
-bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_with) {
+bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_with,
+                          StreamSync::FreeStamp* freed) {
   StreamMask users = 0;
+  StreamSync::FreeStamp stamp = 0;
   for (const ChunkPiece& p : pieces) {
     if (!available(p)) return false;
     const ChunkWord w = bit_of(p.chunk);
-    users |= users_of(w.index, w.bits);
+    const StreamMask u = users_of(w.index, w.bits);
+    if (u != 0) stamp = std::max(stamp, freed_[w.index]);
+    users |= u;
   }
   for (const ChunkPiece& p : pieces) {
     if (whole(p)) {
@@ -204,12 +223,14 @@ bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_w
     }
   }
   *sync_with = users;
+  if (freed != nullptr) *freed = stamp;
   return true;
 }
 
-void PlanPool::vacate(Footprint footprint, StreamMask used_by) {
+void PlanPool::vacate(Footprint footprint, StreamMask used_by, StreamSync::FreeStamp freed) {
   for (const ChunkWord& w : footprint.whole) release_whole(w);
   for (const ChunkPiece& p : footprint.partial) release_partial(p);
+  if (used_by == 0) return;
   for (StreamMask s = used_by; s != 0; s &= s - 1) {
     std::vector<std::uint64_t>& users = users_bits(static_cast<unsigned>(std::countr_zero(s)));
     for (const ChunkWord& w : footprint.whole) users[w.index] |= w.bits;
@@ -218,9 +239,15 @@ void PlanPool::vacate(Footprint footprint, StreamMask used_by) {
       users[w.index] |= w.bits;
     }
   }
+  for (const ChunkWord& w : footprint.whole) freed_[w.index] = std::max(freed_[w.index], freed);
+  for (const ChunkPiece& p : footprint.partial) {
+    const std::uint32_t word = bit_of(p.chunk).index;
+    freed_[word] = std::max(freed_[word], freed);
+  }
 }
 
-void PlanPool::vacate(std::span<const ChunkPiece> pieces, StreamMask used_by) {
+void PlanPool::vacate(std::span<const ChunkPiece> pieces, StreamMask used_by,
+                      StreamSync::FreeStamp freed) {
   for (const ChunkPiece& p : pieces) {
     const ChunkWord w = bit_of(p.chunk);
     if (whole(p)) {
@@ -228,7 +255,7 @@ void PlanPool::vacate(std::span<const ChunkPiece> pieces, StreamMask used_by) {
     } else {
       release_partial(p);
     }
-    mark_used(w.index, w.bits, used_by);
+    mark_used(w.index, w.bits, used_by, freed);
   }
 }
 

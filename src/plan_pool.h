@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/physical_memory.h"
+#include "src/stream_sync.h"
 
 namespace stalloc {
 
@@ -80,13 +81,19 @@ class PlanPool {
   vmm::ChunkHandle handle(std::uint32_t chunk) const { return handles_[chunk]; }
 
   // Occupies the footprint when none of it overlaps a live tenant; *sync_with gets the streams
-  // whose earlier work on it the new tenant must be ordered after.
-  bool try_occupy(Footprint footprint, StreamMask* sync_with);
+  // whose earlier work on it the new tenant must be ordered after, and *freed (if given) a
+  // stamp at or after the free that ended that work (StreamSync::order_after).
+  bool try_occupy(Footprint footprint, StreamMask* sync_with,
+                  StreamSync::FreeStamp* freed = nullptr);
   // The same for pieces not grouped beforehand (a chunk lent whole, tests).
-  bool try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_with);
-  // Ends a tenancy; `used_by` are the streams that used the pieces.
-  void vacate(Footprint footprint, StreamMask used_by);
-  void vacate(std::span<const ChunkPiece> pieces, StreamMask used_by);
+  bool try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_with,
+                  StreamSync::FreeStamp* freed = nullptr);
+  // Ends a tenancy; `used_by` are the streams that used the pieces, `freed` the free's stamp
+  // (StreamSync::now() at the free; unknown: a later reuse waits for all work so far).
+  void vacate(Footprint footprint, StreamMask used_by,
+              StreamSync::FreeStamp freed = StreamSync::kUnstamped);
+  void vacate(std::span<const ChunkPiece> pieces, StreamMask used_by,
+              StreamSync::FreeStamp freed = StreamSync::kUnstamped);
   bool idle(std::uint32_t chunk) const { return !test(any_, chunk); }
   // No live tenant overlaps the piece.
   bool available(const ChunkPiece& piece) const;
@@ -110,7 +117,8 @@ class PlanPool {
   void occupy_partial(const ChunkPiece& piece);
   void release_whole(const ChunkWord& w);
   void release_partial(const ChunkPiece& piece);
-  void mark_used(std::uint32_t word, std::uint64_t bits, StreamMask used_by);
+  void mark_used(std::uint32_t word, std::uint64_t bits, StreamMask used_by,
+                 StreamSync::FreeStamp freed);
 
   PhysicalMemory& memory_;
   std::uint32_t whole_bytes_;
@@ -122,6 +130,8 @@ class PlanPool {
   // yet; `streams_` marks the streams that have bits.
   std::vector<std::vector<std::uint64_t>> users_;
   StreamMask streams_ = 0;
+  // Per word, the latest stamp of a free that left users bits there (0 once none are left).
+  std::vector<StreamSync::FreeStamp> freed_;
   std::size_t idle_count_ = 0;
 };
 

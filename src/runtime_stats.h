@@ -42,6 +42,7 @@ struct RuntimeStats {
   std::uint64_t plans_pending = 0;         // being planned in the background
   std::uint64_t plans_retiring = 0;        // evicted, mapped until the GPU is done with them
   std::uint64_t stream_waits = 0;          // cuStreamWaitEvent calls for chunks changing stream
+  std::uint64_t stream_waits_on_marks = 0; // of those, waits on a free mark (not an event recorded at the reuse)
   std::uint64_t invalid_frees = 0;         // frees of pointers the runtime did not hand out
   std::uint64_t capture_refusals = 0;      // mallocs refused: their stream was being captured
   std::uint64_t capture_deferred_frees = 0;  // frees held until their stream's capture ended

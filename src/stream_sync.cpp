@@ -46,16 +46,16 @@ bool StreamSync::for_each_stream(StreamMask users, F&& f) {
   return true;
 }
 
-bool StreamSync::order_after(StreamMask users, std::uint32_t to) {
+bool StreamSync::order_after(StreamMask users, std::uint32_t to, FreeStamp freed) {
   // The shared bit stands for several streams, `to` among them perhaps: never skip it.
   if (to < kSharedBit) users &= ~bit(to);
   if (users == 0) return true;
-  vmm::EventHandle fresh = 0;  // recorded now on streams with no free mark
+  vmm::EventHandle fresh = 0;  // recorded now on streams with no mark after the free
   bool ok = for_each_stream(users, [&](std::uint32_t from) {
     if (from == to) return true;
-    const vmm::EventHandle mark = from < free_marks_.size() ? free_marks_[from] : 0;
-    if (mark != 0) {
-      if (driver_.stream_wait_event(handles_[to], mark) != vmm::Status::Success) return false;
+    const Mark* mark = from < marks_.size() ? &marks_[from] : nullptr;
+    if (mark != nullptr && mark->event != 0 && freed != kUnstamped && mark->stamp > freed) {
+      if (driver_.stream_wait_event(handles_[to], mark->event) != vmm::Status::Success) return false;
       ++waits_;
       ++mark_waits_;
       return true;
@@ -72,21 +72,26 @@ bool StreamSync::order_after(StreamMask users, std::uint32_t to) {
 }
 
 bool StreamSync::note_free(StreamMask users) {
+  ++frees_;
   if (handles_.size() < 2 || users == 0) return true;
-  if (free_marks_.size() < handles_.size()) free_marks_.resize(handles_.size(), 0);
+  if (marks_.size() < handles_.size()) marks_.resize(handles_.size());
   bool ok = true;
   for_each_stream(users, [&](std::uint32_t stream) {
-    vmm::EventHandle& mark = free_marks_[stream];
-    if (mark == 0 && (mark = take_event()) == 0) {
+    Mark& mark = marks_[stream];
+    if (mark.event != 0 && frees_ - mark.at_free < kFreesPerMark) return true;
+    if (mark.event == 0 && (mark.event = take_event()) == 0) {
       ok = false;
       return true;
     }
-    if (driver_.event_record(mark, handles_[stream]) != vmm::Status::Success) {
+    if (driver_.event_record(mark.event, handles_[stream]) != vmm::Status::Success) {
       // The event may still hold an older record: no mark rather than a stale one.
-      free_events_.push_back(mark);
-      mark = 0;
+      free_events_.push_back(mark.event);
+      mark.event = 0;
       ok = false;
+      return true;
     }
+    mark.stamp = ++marks_made_;
+    mark.at_free = frees_;
     return true;
   });
   return ok;

@@ -1,14 +1,18 @@
 // Stream ordering between a chunk's users. Memory freed on one stream and reused on another
 // needs the new stream to wait for the old one's work; the host must never block for it.
-// cuStreamWaitEvent makes the new stream wait asynchronously, on an event that covers every
-// kernel enqueued on the old stream before the free:
-// - without free marks, one recorded on the old stream when the reuse happens: it also covers
-//   everything enqueued there since the free, so the new stream waits for work that has nothing
-//   to do with the memory (a communication stream made to wait for the compute queued after
-//   the free, and the other way round);
-// - with free marks (note_free, called at every free once a second stream exists), the latest
-//   mark of the old stream: recorded at a free at or after this memory's free, it covers the
-//   kernels that used the memory and less of what came after.
+// cuStreamWaitEvent makes the new stream wait asynchronously, on an event recorded on the old
+// stream after every kernel that used the memory, that is at or after its free:
+// - the old stream's free mark, when one was recorded after the memory's free: it covers the
+//   kernels that used the memory and little of what came after;
+// - else an event recorded on the old stream at the reuse: it also covers everything enqueued
+//   there since the free, so the new stream waits for work that has nothing to do with the
+//   memory (a communication stream made to wait for the compute queued after the free, and the
+//   other way round).
+// Free marks: each free is noted (note_free); a stream's mark, one event recorded again and
+// again, is recorded at a free on it when its last mark is kFreesPerMark frees (of any stream)
+// old, so a stream that frees often records at one free in kFreesPerMark and one that frees
+// rarely at each. A FreeStamp (now(), read at the free, before note_free) tells whether a mark
+// came after a memory's free; memory whose stamp is unknown (kUnstamped) always falls back.
 // Streams are named by small indices in first-seen order (0 is the default stream), so a set of
 // streams is a 64-bit mask; streams past the 63rd share the last bit.
 #pragma once
@@ -39,19 +43,23 @@ class StreamSync {
     return StreamMask{1} << (index < kSharedBit ? index : kSharedBit);
   }
 
-  // Makes stream `to` wait for the work on every stream in `users` but itself: up to that
-  // stream's latest free mark if it has one, else the work enqueued so far. Returns false when
-  // the driver refused (the caller then must not reuse the memory). `users` must name streams
-  // whose use of the memory ended with a free (the free marks stand for those frees).
-  bool order_after(StreamMask users, std::uint32_t to);
+  // When memory was freed, in marks made so far: a mark made later has a larger stamp.
+  using FreeStamp = std::uint64_t;
+  static constexpr FreeStamp kUnstamped = ~FreeStamp{0};  // unknown: no mark stands for it
+  static constexpr std::uint64_t kFreesPerMark = 16;
+  FreeStamp now() const { return marks_made_; }
 
-  // Marks the point of a free on each stream of `users` (the freed memory's users): one event
-  // per stream, recorded again at each free. Sound only if it is called at every free from the
-  // first mark on: a mark older than some memory's free would let its reuse start before the
-  // kernels that used it end. Does nothing, and makes no mark, while one stream is known
-  // (nothing changes stream then; a free before the second stream appears is covered by the
-  // fallback of order_after, or by a later mark). Returns false when the driver refused; the
-  // streams concerned lose their mark (order_after falls back).
+  // Makes stream `to` wait for the work on every stream in `users` but itself: up to that
+  // stream's free mark if it was made after `freed` (the stamp of the memory's last free),
+  // else the work enqueued so far. Returns false when the driver refused (the caller then must
+  // not reuse the memory). `users` must name streams whose use of the memory ended with a free
+  // at or before `freed`.
+  bool order_after(StreamMask users, std::uint32_t to, FreeStamp freed = kUnstamped);
+
+  // A free of memory that the streams of `users` used: marks those of them whose last mark is
+  // kFreesPerMark frees old, or that have none. Nothing while one stream is known (nothing
+  // changes stream then). Returns false when the driver refused a record; that stream loses its
+  // mark (order_after falls back).
   bool note_free(StreamMask users);
   // order_after's waits on a free mark rather than on an event recorded at the reuse.
   std::uint64_t waits_on_free_marks() const { return mark_waits_; }
@@ -79,7 +87,14 @@ class StreamSync {
   std::vector<vmm::StreamHandle> handles_{0};
   std::vector<vmm::EventHandle> free_events_;
   std::vector<vmm::EventHandle> all_events_;
-  std::vector<vmm::EventHandle> free_marks_;  // by stream index; 0: no mark
+  struct Mark {
+    vmm::EventHandle event = 0;  // 0: none
+    FreeStamp stamp = 0;         // now() just after it was made
+    std::uint64_t at_free = 0;   // frees_ when it was made
+  };
+  std::vector<Mark> marks_;  // by stream index
+  FreeStamp marks_made_ = 0;
+  std::uint64_t frees_ = 0;
   std::uint64_t waits_ = 0;
   std::uint64_t mark_waits_ = 0;
 };

@@ -1,7 +1,7 @@
 // StreamSync's free marks: memory freed on one stream and reused on another makes the new
-// stream wait for the old one's work up to the free (its latest free mark), not for everything
+// stream wait for the old one's work up to a mark made after the free, not for everything
 // enqueued there until the reuse (the false serialization of compute with communication that an
-// event recorded at the reuse causes).
+// event recorded at the reuse causes). A mark made before the free never stands for it.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -92,13 +92,14 @@ TEST(StreamSyncFreeMarks, WithoutAMarkTheReuseRecordsAnEventThen) {
 // at the free, before the compute queued after it.
 TEST(StreamSyncFreeMarks, TheReuseWaitsOnTheEventRecordedAtTheFree) {
   Fixture f;
+  const StreamSync::FreeStamp freed = f.sync.now();
   ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));
   ASSERT_EQ(f.driver.calls.size(), 1u);
   const LoggingDriver::Call mark = f.driver.calls[0];
   EXPECT_EQ(mark.what, "record");
   EXPECT_EQ(mark.stream, kCompute);
   f.driver.calls.clear();
-  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm));
+  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm, freed));
   ASSERT_EQ(f.driver.calls.size(), 1u);
   EXPECT_EQ(f.driver.calls[0].what, "wait");
   EXPECT_EQ(f.driver.calls[0].stream, kComm);
@@ -107,20 +108,59 @@ TEST(StreamSyncFreeMarks, TheReuseWaitsOnTheEventRecordedAtTheFree) {
   EXPECT_EQ(f.sync.waits_on_free_marks(), 1u);
 }
 
-// One event per stream, recorded again at each free: the reuse waits on the latest record,
-// which is at or after the free of the memory it reuses.
-TEST(StreamSyncFreeMarks, TheLatestFreeMarkIsWaitedOn) {
+// Memory whose free has no stamp is never covered by a mark.
+TEST(StreamSyncFreeMarks, UnstampedMemoryFallsBack) {
   Fixture f;
   ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));
-  ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute) | StreamSync::bit(f.comm)));
-  ASSERT_EQ(f.driver.calls.size(), 3u);
-  EXPECT_EQ(f.driver.calls[1].event, f.driver.calls[0].event);  // the compute mark again
-  EXPECT_NE(f.driver.calls[2].event, f.driver.calls[0].event);  // the comm stream's own
-  const vmm::EventHandle compute_mark = f.driver.calls[0].event;
   f.driver.calls.clear();
-  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute) | StreamSync::bit(f.comm), f.comm));
+  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm));
+  ASSERT_EQ(f.driver.calls.size(), 2u);
+  EXPECT_EQ(f.driver.calls[0].what, "record");
+  EXPECT_EQ(f.sync.waits_on_free_marks(), 0u);
+}
+
+// A stream that frees often is marked at one free in kFreesPerMark: memory freed after its
+// latest mark falls back to an event recorded at the reuse until the next mark is made, and
+// waits on that one after.
+TEST(StreamSyncFreeMarks, AMarkMadeBeforeTheFreeDoesNotStandForIt) {
+  Fixture f;
+  ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));  // marked
+  const StreamSync::FreeStamp freed = f.sync.now();
+  ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));  // this memory's free: not marked
   ASSERT_EQ(f.driver.calls.size(), 1u);
-  EXPECT_EQ(f.driver.calls[0].event, compute_mark);
+  f.driver.calls.clear();
+  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm, freed));
+  ASSERT_EQ(f.driver.calls.size(), 2u);
+  EXPECT_EQ(f.driver.calls[0].what, "record");
+  EXPECT_EQ(f.sync.waits_on_free_marks(), 0u);
+  for (std::uint64_t i = 2; i < StreamSync::kFreesPerMark; ++i) {
+    ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));
+  }
+  EXPECT_EQ(f.driver.calls.size(), 2u);
+  ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));  // kFreesPerMark later: marked
+  ASSERT_EQ(f.driver.calls.size(), 3u);
+  const vmm::EventHandle mark = f.driver.calls[2].event;
+  f.driver.calls.clear();
+  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm, freed));
+  ASSERT_EQ(f.driver.calls.size(), 1u);
+  EXPECT_EQ(f.driver.calls[0].event, mark);
+  EXPECT_EQ(f.sync.waits_on_free_marks(), 1u);
+}
+
+// A stream that frees rarely is marked at each of its frees: the compute stream's frees in
+// between age its mark.
+TEST(StreamSyncFreeMarks, AStreamThatFreesRarelyIsMarkedAtEachFree) {
+  Fixture f;
+  int comm_marks = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (std::uint64_t i = 0; i < StreamSync::kFreesPerMark; ++i) {
+      ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));
+    }
+    f.driver.calls.clear();
+    ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.comm)));
+    for (const LoggingDriver::Call& c : f.driver.calls) comm_marks += c.stream == kComm;
+  }
+  EXPECT_EQ(comm_marks, 3);
 }
 
 // A single stream: no reuse changes stream, so frees cost no driver call.
@@ -128,11 +168,12 @@ TEST(StreamSyncFreeMarks, OneStreamMarksNothing) {
   LoggingDriver driver;
   StreamSync sync(driver);
   const std::uint32_t only = sync.index_of(kCompute);
+  const StreamSync::FreeStamp freed = sync.now();
   ASSERT_TRUE(sync.note_free(StreamSync::bit(only)));
   EXPECT_TRUE(driver.calls.empty());
   // A second stream appears: a reuse of memory freed before falls back to a fresh event.
   const std::uint32_t comm = sync.index_of(kComm);
-  ASSERT_TRUE(sync.order_after(StreamSync::bit(only), comm));
+  ASSERT_TRUE(sync.order_after(StreamSync::bit(only), comm, freed));
   ASSERT_EQ(driver.calls.size(), 2u);
   EXPECT_EQ(driver.calls[0].what, "record");
 }
@@ -140,12 +181,12 @@ TEST(StreamSyncFreeMarks, OneStreamMarksNothing) {
 // A mark that could not be recorded is dropped, never left stale: the reuse records afresh.
 TEST(StreamSyncFreeMarks, AFailedMarkFallsBackToAFreshEvent) {
   Fixture f;
-  ASSERT_TRUE(f.sync.note_free(StreamSync::bit(f.compute)));
+  const StreamSync::FreeStamp freed = f.sync.now();
   f.driver.fail_records = true;
   EXPECT_FALSE(f.sync.note_free(StreamSync::bit(f.compute)));
   f.driver.fail_records = false;
   f.driver.calls.clear();
-  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm));
+  ASSERT_TRUE(f.sync.order_after(StreamSync::bit(f.compute), f.comm, freed));
   ASSERT_EQ(f.driver.calls.size(), 2u);
   EXPECT_EQ(f.driver.calls[0].what, "record");
   EXPECT_EQ(f.sync.waits_on_free_marks(), 0u);
@@ -160,13 +201,14 @@ TEST(StreamSyncFreeMarks, UnderLagTheNewStreamDoesNotWaitForLaterWork) {
   StreamSync sync(*driver);
   const std::uint32_t compute = sync.index_of(kCompute);
   const std::uint32_t comm = sync.index_of(kComm);
+  const StreamSync::FreeStamp freed = sync.now();
   ASSERT_TRUE(sync.note_free(StreamSync::bit(compute)));
   // Compute work queued after the free, standing for the next layers' kernels: a record that
   // completes only after many queries.
   vmm::EventHandle later = 0;
   ASSERT_EQ(driver->event_create(&later), vmm::Status::Success);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(driver->event_record(later, kCompute), vmm::Status::Success);
-  ASSERT_TRUE(sync.order_after(StreamSync::bit(compute), comm));
+  ASSERT_TRUE(sync.order_after(StreamSync::bit(compute), comm, freed));
   vmm::EventHandle after_reuse = 0;
   ASSERT_EQ(driver->event_create(&after_reuse), vmm::Status::Success);
   ASSERT_EQ(driver->event_record(after_reuse, kComm), vmm::Status::Success);

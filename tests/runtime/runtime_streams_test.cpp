@@ -92,5 +92,28 @@ TEST(RuntimeStreams, PlannedChunkChangingStreamIsOrdered) {
   EXPECT_GE(run(1), 5u);
 }
 
+// A planned chunk freed on stream 0 and taken by a slot on stream 1 after stream 0 has freed
+// more (StreamSync::kFreesPerMark of them) waits on the free mark made since, not on an event
+// recorded at the reuse that would cover stream 0's later work too; under lag (CI) every use of
+// the chunk on stream 1 is still ordered after stream 0's (unguarded_uses, Driver::gpu_use).
+TEST(RuntimeStreams, APlannedReuseOnAnotherStreamWaitsOnAFreeMark) {
+  TraceBuilder b;
+  for (int i = 0; i < 5; ++i) {
+    b.free(b.alloc(4 * kG, 0));
+    for (std::uint64_t k = 0; k <= StreamSync::kFreesPerMark; ++k) b.free(b.alloc(300, 0));
+    b.free(b.alloc(4 * kG, 1));
+    b.next_iteration();
+  }
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const ReplayResult r = replay_trace(rt, b.trace(), {});
+  EXPECT_EQ(r.failed_allocations, 0u);
+  EXPECT_GT(r.iterations[3].matches, 0u);
+  const RuntimeStats s = rt.stats();
+  EXPECT_GT(s.stream_waits_on_marks, 0u);
+  EXPECT_LE(s.stream_waits_on_marks, s.stream_waits);
+  EXPECT_EQ(driver->counters().unguarded_uses, 0u);
+}
+
 }  // namespace
 }  // namespace stalloc

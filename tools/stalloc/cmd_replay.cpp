@@ -125,6 +125,7 @@ void print_json(const Summary& s) {
   w.field("unmapped_uses", s.result.unmapped_uses);
   w.field("ooms", s.stats.ooms);
   w.field("stream_waits", s.stats.stream_waits);
+  w.field("stream_waits_on_marks", s.stats.stream_waits_on_marks);
   w.field("plan_failures", s.stats.plan_failures);
   w.field("last_plan_error", s.stats.last_plan_error);
   w.field("ns_per_malloc_median", s.ns_per_malloc_median);
