@@ -58,7 +58,7 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
   // The most recently freed range of the same size: its pages are the likeliest to be warm.
   for (auto it = cached_.rbegin(); it != cached_.rend(); ++it) {
     if (it->bytes != bytes) continue;
-    if (!sync_.order_after(it->users, stream)) break;
+    if (!sync_.order_after(it->users, stream, it->freed)) break;
     Range r = std::move(*it);
     cached_.erase(std::next(it).base());
     cached_bytes_ -= r.bytes;
@@ -121,6 +121,7 @@ bool DedicatedRanges::free(vmm::DevicePtr ptr, StreamMask used_by) {
   live_.erase(it);
   live_bytes_ -= r.size;
   r.users |= used_by;
+  r.freed = sync_.now();
   // When the GPU is done with it: the range is released only then. A marker the driver refused
   // to record leaves it cached until it is taken again or the runtime goes.
   r.marker = markers_.take(r.users);

@@ -71,6 +71,7 @@ class DedicatedRanges {
     std::uint64_t size = 0;   // requested, while live
     Chunk chunk;
     StreamMask users = 0;                          // streams that used it
+    StreamSync::FreeStamp freed = StreamSync::kUnstamped;  // cached: its free's stamp
     std::uint32_t marker = FreeMarkers::kNone;  // cached: when the GPU is done with it
   };
 

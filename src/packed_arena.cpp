@@ -63,15 +63,13 @@ std::uint64_t PackedArena::unmapped_pages(std::uint64_t offset, std::uint64_t le
   return count;
 }
 
-std::pair<std::uint64_t, StreamMask> PackedArena::place(std::uint64_t length) const {
-  std::uint64_t best = kNoPlace;
-  StreamMask best_users = 0;
+PackedArena::Place PackedArena::place(std::uint64_t length) const {
+  Place best;
   std::uint64_t best_cost = UINT64_MAX;
-  auto consider = [&](std::uint64_t offset, StreamMask users) {
+  auto consider = [&](std::uint64_t offset, const FreeSpan& span) {
     const std::uint64_t cost = unmapped_pages(offset, length, best_cost);
     if (cost < best_cost) {
-      best = offset;
-      best_users = users;
+      best = {offset, span.users, span.freed};
       best_cost = cost;
     }
   };
@@ -80,22 +78,24 @@ std::pair<std::uint64_t, StreamMask> PackedArena::place(std::uint64_t length) co
   for (int k = 0; k < kPlacementCandidates && fit != free_by_length_.end() && best_cost > 0;
        ++k, ++fit) {
     const auto [span_length, offset] = *fit;
-    const StreamMask users = free_by_offset_.at(offset).users;
-    consider(offset, users);
+    const FreeSpan& span = free_by_offset_.at(offset);
+    consider(offset, span);
     // The span's end, where mapped pages may lie too; never beyond the pages ever used (the
     // tail span runs to the end of the reservation).
     if (span_length > length && offset + span_length <= touched) {
-      consider((offset + span_length - length) / kAlignment * kAlignment, users);
+      consider((offset + span_length - length) / kAlignment * kAlignment, span);
     }
   }
-  return {best, best_users};
+  return best;
 }
 
-void PackedArena::add_span(std::uint64_t offset, std::uint64_t length, StreamMask users) {
+void PackedArena::add_span(std::uint64_t offset, std::uint64_t length, StreamMask users,
+                           StreamSync::FreeStamp freed) {
   auto next = free_by_offset_.lower_bound(offset);
   if (next != free_by_offset_.end() && next->first == offset + length &&
       next->second.users == users) {
     length += next->second.length;
+    freed = std::max(freed, next->second.freed);
     free_by_length_.erase({next->second.length, next->first});
     next = free_by_offset_.erase(next);
   }
@@ -104,15 +104,17 @@ void PackedArena::add_span(std::uint64_t offset, std::uint64_t length, StreamMas
     if (prev->first + prev->second.length == offset && prev->second.users == users) {
       offset = prev->first;
       length += prev->second.length;
+      freed = std::max(freed, prev->second.freed);
       free_by_length_.erase({prev->second.length, prev->first});
       free_by_offset_.erase(prev);
     }
   }
-  insert_span(offset, length, users);
+  insert_span(offset, length, users, freed);
 }
 
-void PackedArena::insert_span(std::uint64_t offset, std::uint64_t length, StreamMask users) {
-  free_by_offset_.emplace(offset, FreeSpan{length, users});
+void PackedArena::insert_span(std::uint64_t offset, std::uint64_t length, StreamMask users,
+                              StreamSync::FreeStamp freed) {
+  free_by_offset_.emplace(offset, FreeSpan{length, users, freed});
   free_by_length_.emplace(length, offset);
 }
 
@@ -124,14 +126,15 @@ void PackedArena::carve(std::uint64_t offset, std::uint64_t length) {
     const std::uint64_t lo = it->first;
     const std::uint64_t hi = lo + it->second.length;
     const StreamMask users = it->second.users;
+    const StreamSync::FreeStamp freed = it->second.freed;
     if (hi <= offset) {
       ++it;
       continue;
     }
     free_by_length_.erase({it->second.length, lo});
     it = free_by_offset_.erase(it);
-    if (lo < offset) insert_span(lo, offset - lo, users);
-    if (hi > end) insert_span(end, hi - end, users);
+    if (lo < offset) insert_span(lo, offset - lo, users, freed);
+    if (hi > end) insert_span(end, hi - end, users, freed);
   }
 }
 
@@ -279,7 +282,8 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   if (!ensure_reserved(why)) return 0;
   const std::uint64_t length =
       (std::max<std::uint64_t>(size, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  const auto [offset, span_users] = place(length);
+  const Place spot = place(length);
+  const std::uint64_t offset = spot.offset;
   if (offset == kNoPlace) {
     *why = "the packed arena's " + std::to_string(reservation_bytes_) +
            " bytes of address space are full";
@@ -287,16 +291,17 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   }
   const std::uint64_t first = offset / granularity_;
   const std::uint64_t last = (offset + length - 1) / granularity_;
-  StreamMask sync_with = span_users;
+  StreamMask chunk_users = 0;  // of chunks mapped now, freed at a time not known here
   std::vector<std::uint64_t> mapped_now;
   // While pages are mapped for [offset, offset + length), a parked page elsewhere may be
   // detached (take_parked never picks one of first..last): its retirement waits for the next
   // poll, so the span starting at offset keeps its start and its length.
   allocating_ = true;
-  const bool mapped = map_pages(first, last, &sync_with, &mapped_now, why);
+  const bool mapped = map_pages(first, last, &chunk_users, &mapped_now, why);
   allocating_ = false;
   if (!mapped) return 0;
-  if (!sync_.order_after(sync_with, stream)) {
+  if (!sync_.order_after(spot.users | chunk_users, stream,
+                         chunk_users != 0 ? StreamSync::kUnstamped : spot.freed)) {
     *why = "stream ordering failed for a packed allocation";
     for (std::uint64_t i : mapped_now) unmap_page(i);
     return 0;
@@ -466,7 +471,7 @@ bool PackedArena::free(vmm::DevicePtr ptr, StreamMask used_by) {
   live_.erase(it);
   live_bytes_ -= block.size;
   const std::uint64_t offset = ptr - base_;
-  add_span(offset, block.bytes, used_by);
+  add_span(offset, block.bytes, used_by, sync_.now());
   release_tenancy(offset / granularity_, (offset + block.bytes - 1) / granularity_, used_by);
   poll();
   return true;

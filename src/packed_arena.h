@@ -142,6 +142,12 @@ class PackedArena final : private ChunkBorrower {
   struct FreeSpan {
     std::uint64_t length = 0;
     StreamMask users = 0;
+    StreamSync::FreeStamp freed = 0;  // the users' last free (StreamSync::order_after)
+  };
+  struct Place {
+    std::uint64_t offset = kNoPlace;
+    StreamMask users = 0;
+    StreamSync::FreeStamp freed = 0;
   };
 
   bool ensure_reserved(std::string* why);
@@ -158,15 +164,17 @@ class PackedArena final : private ChunkBorrower {
   // best-fitting free span and the next larger ones, at a span's start or its end, the place
   // that needs the fewest pages mapped (ties: the best fit, its start). kNoPlace when no span
   // is long enough.
-  std::pair<std::uint64_t, StreamMask> place(std::uint64_t length) const;
+  Place place(std::uint64_t length) const;
   // Unmapped pages under [offset, offset + length), counted up to `enough`.
   std::uint64_t unmapped_pages(std::uint64_t offset, std::uint64_t length,
                                std::uint64_t enough) const;
   // Takes [offset, offset + length), all free, out of the free spans.
   void carve(std::uint64_t offset, std::uint64_t length);
-  void insert_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
+  void insert_span(std::uint64_t offset, std::uint64_t length, StreamMask users,
+                   StreamSync::FreeStamp freed);
   void detach(std::uint64_t page) override;
-  void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users);
+  void add_span(std::uint64_t offset, std::uint64_t length, StreamMask users,
+                StreamSync::FreeStamp freed = 0);
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
   StreamMask pages_used_by(std::uint64_t first, std::uint64_t last) const;
   void drop_marker(Page& page);

@@ -69,6 +69,23 @@ TEST(RuntimeStreams, RecordStreamExtendsTheUse) {
   rt.free(t, 1000, 0, kCompute);
 }
 
+// Packed memory freed after a record_stream on a stream that frees rarely: the free marks that
+// stream, and the reuse waits on that mark rather than on an event recorded at the reuse.
+TEST(RuntimeStreams, APackedReuseWaitsOnTheMarkOfTheRecordedStream) {
+  auto driver = host_driver();
+  Runtime rt(test_config(""), *driver);
+  void* a = rt.malloc(2 * kG, 0, kCompute);
+  rt.record_stream(a, kComm);
+  rt.free(a, 2 * kG, 0, kCompute);
+  const std::uint64_t records = driver->counters().event_records;
+  void* b = rt.malloc(2 * kG, 0, kCompute);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(rt.stats().stream_waits, 1u);
+  EXPECT_EQ(rt.stats().stream_waits_on_marks, 1u);
+  EXPECT_EQ(driver->counters().event_records, records);  // nothing recorded at the reuse
+  rt.free(b, 2 * kG, 0, kCompute);
+}
+
 // In a plan, a chunk used by a slot on stream 0 and then by a slot on stream 1 makes the second
 // wait for the first, every iteration, with no VMM call.
 TEST(RuntimeStreams, PlannedChunkChangingStreamIsOrdered) {
