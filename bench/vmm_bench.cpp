@@ -16,6 +16,9 @@
 // BM_EventCall times cuEventRecord, cuEventQuery (on a completed event) and cuStreamWaitEvent on
 // the default stream, per call: the cost table's event entries are assumptions until a GPU
 // measures them, and the runtime's markers (src/free_markers.h) trade records for waits.
+// BM_VmmCallWhileBusy times map, set_access and unmap per chunk as BM_VmmCall does, while
+// memsets of a 1 GiB buffer of its own keep the GPU busy (bench/busy_gpu.h); busy_at_end is the
+// share of batches that ended with the load still running.
 // BM_StreamCall times cuStreamIsCapturing on a stream of its own (the runtime asks it at each
 // malloc and free off the default stream) and cuCtxSynchronize on an idle device (the floor of
 // the out-of-memory path's one wait), per call.
@@ -27,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/busy_gpu.h"
 #include "vmm/driver_factory.h"
 #include "vmm/host_driver.h"
 #include "vmm/va_reservation.h"
@@ -159,6 +163,38 @@ void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
     state.SetIterationTime(seconds / static_cast<double>(kBatch));
   }
   state.counters["chunk_bytes"] = static_cast<double>(g);
+}
+
+// Named cuda_busy, so that the plain cuda benchmarks' filter leaves it out: it runs on cuda.
+void BM_VmmCallWhileBusy(benchmark::State& state, const char* /*cuda_busy*/, Step step) {
+  const char* backend = "cuda";
+  constexpr std::size_t kLoadBytes = std::size_t{1} << 30;
+  constexpr int kLoadPasses = 64;  // about 20 ms of memsets on an H200, a batch about 5 ms
+  std::size_t g = 0;
+  VaReservation range;
+  Driver* driver = prepare(state, backend, 1, kBatch, &g, &range);
+  if (driver == nullptr) return;
+  std::string why;
+  auto gpu = bench::BusyGpu::open(driver->device(), kLoadBytes, &why);
+  if (!gpu) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  double busy_batches = 0;
+  double batches = 0;
+  for (auto _ : state) {
+    if (!gpu->load(kLoadPasses)) {
+      state.SkipWithError("the memset load was refused");
+      break;
+    }
+    const double seconds = cycle(state, *driver, range.base(), g, step);
+    if (seconds < 0) break;
+    busy_batches += gpu->busy() ? 1 : 0;
+    batches += 1;
+    state.SetIterationTime(seconds / static_cast<double>(kBatch));
+    gpu->wait();
+  }
+  state.counters["busy_at_end"] = batches > 0 ? busy_batches / batches : 0;
 }
 
 // map + set_access + unmap of each chunk at base; seconds per chunk, or -1 on a failure.
@@ -348,6 +384,9 @@ STALLOC_CALL_BENCH(BM_EventCall, stream_wait, EventStep::StreamWait, cuda);
 STALLOC_CALL_BENCH(BM_EventCall, event_record, EventStep::Record, host);
 STALLOC_CALL_BENCH(BM_EventCall, event_query, EventStep::Query, host);
 STALLOC_CALL_BENCH(BM_EventCall, stream_wait, EventStep::StreamWait, host);
+STALLOC_CALL_BENCH(BM_VmmCallWhileBusy, map, Step::Map, cuda_busy);
+STALLOC_CALL_BENCH(BM_VmmCallWhileBusy, set_access, Step::SetAccess, cuda_busy);
+STALLOC_CALL_BENCH(BM_VmmCallWhileBusy, unmap, Step::Unmap, cuda_busy);
 STALLOC_CALL_BENCH(BM_StreamCall, capture_query, StreamStep::CaptureQuery, cuda);
 STALLOC_CALL_BENCH(BM_StreamCall, synchronize, StreamStep::Synchronize, cuda);
 STALLOC_CALL_BENCH(BM_StreamCall, capture_query, StreamStep::CaptureQuery, host);

@@ -8,6 +8,7 @@
 #   build.log     configure and build output
 #   vmm_tests.log the VMM conformance suite with STALLOC_REQUIRE_CUDA=1 (cuda must run)
 #   bench_vmm.txt                    cost per chunk of each VMM call on the cuda backend
+#   bench_vmm_busy.txt               the same for map / set_access / unmap while kernels run
 #   replay_cuda.json                 a generator preset replayed through the runtime on the GPU
 #   torch.jsonl                      one line per allocator (stalloc, default, expandable,
 #                                    stalloc_auto): peaks, utilization, iteration time, losses,
@@ -210,6 +211,22 @@ if [[ -x $build/bin/bench_vmm ]] && within_budget 120; then
   fi
 elif [[ ! -x $build/bin/bench_vmm ]]; then
   fail "bench_vmm was not built (no Google Benchmark in .device/benchmark?)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "VMM call costs while kernels run (bench_vmm BM_VmmCallWhileBusy, 3 repetitions)"
+# Memsets of a 1 GiB buffer keep the GPU busy while map / set_access / unmap are timed
+# (bench/busy_gpu.h); busy_at_end near 1 says the load covered the timed batches.
+if [[ -x $build/bin/bench_vmm ]] && within_budget 90; then
+  timeout 90 "$build/bin/bench_vmm" --benchmark_filter='/cuda_busy/' --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true >"$out/bench_vmm_busy.txt" 2>&1
+  rc=$?
+  grep -E 'median|ERROR' "$out/bench_vmm_busy.txt" | tee -a "$summary"
+  if ((rc == 0)) && ! grep -q 'ERROR OCCURRED' "$out/bench_vmm_busy.txt"; then
+    pass "bench_vmm cuda while busy"
+  else
+    fail "bench_vmm cuda while busy: exit $rc (see bench_vmm_busy.txt)"
+  fi
 fi
 
 # ---------------------------------------------------------------------------------------------
