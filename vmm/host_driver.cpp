@@ -549,13 +549,29 @@ class HostDriver final : public Driver {
       const GpuUse use{at, piece_end, at - it->first, piece_end - it->first, done_with};
       std::vector<GpuUse>& uses = uses_[it->second.chunk];
       std::erase_if(uses, [&](const GpuUse& u) { return pending_.complete(u.done_with); });
-      for (const GpuUse& u : uses) {
+      GpuUse* same = nullptr;  // a use of touching bytes through the same view, done as late
+      for (GpuUse& u : uses) {
         if (u.offset < use.offset_end && use.offset < u.offset_end &&
             !pending_.ordered_after(stream, u.done_with)) {
           ++counters_.unguarded_uses;
         }
+        if (same == nullptr && u.done_with.stream == done_with.stream &&
+            u.done_with.seq == done_with.seq && u.address_end > u.address &&
+            u.address - u.offset == use.address - use.offset && u.offset <= use.offset_end &&
+            use.offset <= u.offset_end) {
+          same = &u;
+        }
       }
-      uses.push_back(use);
+      // Kept as one use, so that the uses of a chunk that no record completes (a planned
+      // iteration queries nothing) do not pile up: the union is exactly the bytes both touch.
+      if (same != nullptr) {
+        same->offset = std::min(same->offset, use.offset);
+        same->offset_end = std::max(same->offset_end, use.offset_end);
+        same->address = std::min(same->address, use.address);
+        same->address_end = std::max(same->address_end, use.address_end);
+      } else {
+        uses.push_back(use);
+      }
       at = piece_end;
     }
     return Status::Success;

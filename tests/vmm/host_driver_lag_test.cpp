@@ -313,6 +313,21 @@ TEST(LaggingHostDriverUses, AnUnmapAfterASynchronizeIsNot) {
   EXPECT_EQ(f.unguarded(), 0u);
 }
 
+// Uses of touching bytes through one view with no record between them are one use: a planned
+// iteration that queries nothing does not pile them up, and each check counts them once.
+TEST(LaggingHostDriverUses, TouchingUsesWithNoRecordBetweenAreOne) {
+  UseFixture f;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(f.driver->gpu_use(1, f.first + (i % 2) * 64, 100), Status::Success);
+  }
+  ASSERT_EQ(f.driver->gpu_use(2, f.first + 150, 10), Status::Success);  // inside the union
+  EXPECT_EQ(f.unguarded(), 1u);
+  ASSERT_EQ(f.driver->gpu_use(2, f.first + 4096, 10), Status::Success);  // beyond it
+  EXPECT_EQ(f.unguarded(), 1u);
+  EXPECT_EQ(f.driver->unmap(f.first, f.g), Status::Success);
+  EXPECT_EQ(f.unguarded(), 4u);  // + the union on stream 1 and the two uses on stream 2
+}
+
 TEST(LaggingHostDriverUses, AnEventRecordedBeforeTheKernelDoesNotCoverIt) {
   UseFixture f;
   const EventHandle event = new_event(*f.driver);
