@@ -198,36 +198,32 @@ elif [[ ! -x $build/bin/stalloc ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-section "VMM call costs on the cuda backend (bench_vmm, 3 repetitions)"
-if [[ -x $build/bin/bench_vmm ]] && within_budget 120; then
-  timeout 120 "$build/bin/bench_vmm" --benchmark_filter='/cuda/' --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true >"$out/bench_vmm.txt" 2>&1
-  rc=$?
-  grep -E 'median|ERROR' "$out/bench_vmm.txt" | tee -a "$summary"
-  if ((rc == 0)) && ! grep -q 'ERROR OCCURRED' "$out/bench_vmm.txt"; then
-    pass "bench_vmm cuda"
-  else
-    fail "bench_vmm cuda: exit $rc (see bench_vmm.txt)"
+# bench_vmm on the benchmarks FILTER names, 3 repetitions within TIMEOUT seconds, into FILE.
+run_bench() {  # $1: filter, $2: file under $out, $3: timeout, $4: what it is
+  if [[ ! -x $build/bin/bench_vmm ]]; then
+    fail "bench_vmm was not built (no Google Benchmark in .device/benchmark?)"
+    return
   fi
-elif [[ ! -x $build/bin/bench_vmm ]]; then
-  fail "bench_vmm was not built (no Google Benchmark in .device/benchmark?)"
-fi
+  within_budget "$3" || return
+  timeout "$3" "$build/bin/bench_vmm" --benchmark_filter="$1" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true >"$out/$2" 2>&1
+  local rc=$?
+  grep -E 'median|ERROR' "$out/$2" | tee -a "$summary"
+  if ((rc == 0)) && ! grep -q 'ERROR OCCURRED' "$out/$2"; then
+    pass "$4"
+  else
+    fail "$4: exit $rc (see $2)"
+  fi
+}
+
+section "VMM call costs on the cuda backend (bench_vmm, 3 repetitions)"
+run_bench '/cuda/' bench_vmm.txt 120 "bench_vmm cuda"
 
 # ---------------------------------------------------------------------------------------------
 section "VMM call costs while kernels run (bench_vmm BM_VmmCallWhileBusy, 3 repetitions)"
 # Memsets of a 1 GiB buffer keep the GPU busy while map / set_access / unmap are timed
 # (bench/busy_gpu.h); busy_at_end near 1 says the load covered the timed batches.
-if [[ -x $build/bin/bench_vmm ]] && within_budget 90; then
-  timeout 90 "$build/bin/bench_vmm" --benchmark_filter='/cuda_busy/' --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true >"$out/bench_vmm_busy.txt" 2>&1
-  rc=$?
-  grep -E 'median|ERROR' "$out/bench_vmm_busy.txt" | tee -a "$summary"
-  if ((rc == 0)) && ! grep -q 'ERROR OCCURRED' "$out/bench_vmm_busy.txt"; then
-    pass "bench_vmm cuda while busy"
-  else
-    fail "bench_vmm cuda while busy: exit $rc (see bench_vmm_busy.txt)"
-  fi
-fi
+run_bench '/cuda_busy/' bench_vmm_busy.txt 90 "bench_vmm cuda while busy"
 
 # ---------------------------------------------------------------------------------------------
 section "done: $failures failed section(s)"
