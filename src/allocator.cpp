@@ -387,9 +387,7 @@ void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle stream) {
   if (ptr == nullptr) return;
   std::lock_guard lock(mutex_);
   const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
-  bool capturing = false;
-  if (stream != 0 && driver_.stream_is_capturing(stream, &capturing) == vmm::Status::Success &&
-      capturing) {
+  if (captured(stream)) {
     deferred_frees_.push_back({p, stream});
     ++stats_.capture_deferred_frees;
     return;
@@ -421,12 +419,14 @@ void Runtime::free_locked(vmm::DevicePtr p) {
 
 // The legacy default stream (0) cannot be captured, so the default-stream path (most training
 // loops) makes no query.
-void Runtime::check_not_capturing(vmm::StreamHandle stream, std::size_t size) {
+bool Runtime::captured(vmm::StreamHandle stream) {
   bool capturing = false;
-  if (stream == 0 || driver_.stream_is_capturing(stream, &capturing) != vmm::Status::Success ||
-      !capturing) {
-    return;
-  }
+  return stream != 0 && driver_.stream_is_capturing(stream, &capturing) == vmm::Status::Success &&
+         capturing;
+}
+
+void Runtime::check_not_capturing(vmm::StreamHandle stream, std::size_t size) {
+  if (!captured(stream)) return;
   ++stats_.capture_refusals;
   throw GraphCaptureError(
       "stalloc: cannot allocate " + format_bytes(size) +
@@ -439,8 +439,7 @@ void Runtime::check_not_capturing(vmm::StreamHandle stream, std::size_t size) {
 void Runtime::take_deferred_frees() {
   std::vector<DeferredFree> still;
   for (const DeferredFree& f : deferred_frees_) {
-    bool capturing = false;
-    if (driver_.stream_is_capturing(f.stream, &capturing) == vmm::Status::Success && capturing) {
+    if (captured(f.stream)) {
       still.push_back(f);
     } else {
       free_locked(f.ptr);

@@ -141,6 +141,8 @@ class Runtime {
   // Unmaps what the GPU is done with; true when live mappings fell below `before`.
   bool unmap_completed(std::uint64_t before);
   bool unmaps_pending() const;
+  // The driver says work on `stream` is being captured into a CUDA graph.
+  bool captured(vmm::StreamHandle stream);
   void check_not_capturing(vmm::StreamHandle stream, std::size_t size);
   void grant_peer_access();
   void free_locked(vmm::DevicePtr p);

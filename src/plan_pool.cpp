@@ -118,6 +118,13 @@ StreamMask PlanPool::users_of(std::uint32_t word, std::uint64_t bits) const {
   return users;
 }
 
+void PlanPool::collect_users(const ChunkWord& w, StreamMask* users,
+                             StreamSync::FreeStamp* freed) const {
+  const StreamMask u = users_of(w.index, w.bits);
+  if (u != 0) *freed = std::max(*freed, freed_[w.index]);
+  *users |= u;
+}
+
 void PlanPool::occupy_whole(const ChunkWord& w) {
   any_[w.index] |= w.bits;
   occupied_[w.index] |= w.bits;
@@ -190,13 +197,8 @@ bool PlanPool::try_occupy(Footprint footprint, StreamMask* sync_with,
   }
   StreamMask users = 0;
   StreamSync::FreeStamp stamp = 0;
-  auto add = [&](const ChunkWord& w) {
-    const StreamMask u = users_of(w.index, w.bits);
-    if (u != 0) stamp = std::max(stamp, freed_[w.index]);
-    users |= u;
-  };
-  for (const ChunkWord& w : footprint.whole) add(w);
-  for (const ChunkPiece& p : footprint.partial) add(bit_of(p.chunk));
+  for (const ChunkWord& w : footprint.whole) collect_users(w, &users, &stamp);
+  for (const ChunkPiece& p : footprint.partial) collect_users(bit_of(p.chunk), &users, &stamp);
   for (const ChunkWord& w : footprint.whole) occupy_whole(w);
   for (const ChunkPiece& p : footprint.partial) occupy_partial(p);
   *sync_with = users;
@@ -210,10 +212,7 @@ bool PlanPool::try_occupy(std::span<const ChunkPiece> pieces, StreamMask* sync_w
   StreamSync::FreeStamp stamp = 0;
   for (const ChunkPiece& p : pieces) {
     if (!available(p)) return false;
-    const ChunkWord w = bit_of(p.chunk);
-    const StreamMask u = users_of(w.index, w.bits);
-    if (u != 0) stamp = std::max(stamp, freed_[w.index]);
-    users |= u;
+    collect_users(bit_of(p.chunk), &users, &stamp);
   }
   for (const ChunkPiece& p : pieces) {
     if (whole(p)) {

@@ -112,6 +112,8 @@ class PlanPool {
   bool partial_available(const ChunkPiece& piece) const;
   // The streams whose unordered work touched any of the chunks.
   StreamMask users_of(std::uint32_t word, std::uint64_t bits) const;
+  // Adds the word's chunks' unordered users to *users and, if any, their last free to *freed.
+  void collect_users(const ChunkWord& w, StreamMask* users, StreamSync::FreeStamp* freed) const;
   std::vector<std::uint64_t>& users_bits(unsigned stream);
   void occupy_whole(const ChunkWord& w);
   void occupy_partial(const ChunkPiece& piece);
