@@ -8,7 +8,8 @@
 // plan does not have. A request matched to a Dynamic slot (sizes that vary) takes bytes of the
 // view mapped on the slot's budget when they are free. Anything unmatched, or that does not fit
 // there, is packed into its stream's packed arenas (packed_arena.h), small and large requests
-// apart so that small short-lived tensors do not pin the pages of large ones. Their pages borrow
+// apart (once the runtime holds 128 MiB) so that small short-lived tensors do not pin the pages
+// of large ones. Their pages borrow
 // the plan pool's idle chunks before creating any (idle_chunk_lender.h): memory grows beside
 // the pool only when the iteration needs more than the pool holds idle.
 //

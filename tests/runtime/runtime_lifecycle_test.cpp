@@ -68,6 +68,43 @@ TEST(RuntimeLifecycle, LargeUnplannedTensorsGetADedicatedRange) {
   }
 }
 
+// While the runtime holds less than 128 MiB, a small request shares a page with a large one;
+// from then on small requests get pages of their own (their arena apart), and their data
+// survive either way.
+TEST(RuntimeLifecycle, SmallRequestsGetPagesApartOnlyOnceTheRuntimeHoldsMore) {
+  auto driver = host_driver();
+  Runtime rt(test_config("small_size:" + std::to_string(kG / 4) + ",large_size:" +
+                         std::to_string(32 * kG)),
+             *driver);
+  auto pair = [&](std::uint64_t* grown) {
+    const std::uint64_t before = rt.stats().reserved_bytes;
+    auto* large = static_cast<unsigned char*>(rt.malloc(kG / 2, 0, 0));
+    auto* small = static_cast<unsigned char*>(rt.malloc(4096, 0, 0));
+    EXPECT_NE(large, nullptr);
+    EXPECT_NE(small, nullptr);
+    if (large == nullptr || small == nullptr) return;
+    std::memset(large, 1, kG / 2);
+    std::memset(small, 2, 4096);
+    EXPECT_EQ(large[kG / 2 - 1], 1);
+    EXPECT_EQ(small[0], 2);
+    *grown = rt.stats().reserved_bytes - before;
+    rt.free(small, 4096, 0, 0);
+    rt.free(large, kG / 2, 0, 0);
+  };
+  std::uint64_t grown = 0;
+  pair(&grown);
+  EXPECT_EQ(grown, kG);  // one page holds both
+  const std::uint64_t big = std::uint64_t{128} << 20;  // a dedicated range: the runtime holds 128 MiB
+  void* held = rt.malloc(big, 0, 0);
+  ASSERT_NE(held, nullptr);
+  ASSERT_GE(rt.stats().reserved_bytes, big);
+  rt.empty_cache();  // the first pair's page goes: the next pair makes its pages anew
+  pair(&grown);
+  EXPECT_EQ(grown, 2 * kG);  // a page each
+  rt.free(held, big, 0, 0);
+  EXPECT_EQ(rt.stats().invalid_frees, 0u);
+}
+
 // online_page: before the first plan, large requests take pages of that size (one chunk made
 // and mapped per page); the plan is installed and followed as with pages of the granularity,
 // and data survive both.
