@@ -36,8 +36,10 @@ struct RuntimeConfig {
   std::uint64_t granularity = 0;           // 0: the driver's granularity
   std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the small packed arena
   // Unplanned requests of at least this many bytes get a dedicated range (one chunk of their
-  // size) while no plan is followed; 0: never.
-  std::uint64_t large_size = std::uint64_t{32} << 20;
+  // size) while no plan is followed; 0: never. 16 MiB rather than 32 (until the fourteenth
+  // session): one create and one map where pages of 2 MiB took eight or more, and on the
+  // presets and real snapshots no loss above 0.04 points (docs/benchmarks.md).
+  std::uint64_t large_size = std::uint64_t{16} << 20;
   // Page size of the packed arena that serves requests above small_size before the first plan
   // is installed (profiling, workloads never planned), rounded down to a multiple of the
   // granularity; 0 (or up to twice the granularity) keeps pages of the granularity.

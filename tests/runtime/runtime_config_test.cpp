@@ -14,7 +14,7 @@ TEST(RuntimeConfig, EmptyGivesDefaults) {
   EXPECT_TRUE(c.mode_auto);
   EXPECT_EQ(c.profile_iterations, 1u);
   EXPECT_EQ(c.small_size, 1u << 20);
-  EXPECT_EQ(c.large_size, 32u << 20);
+  EXPECT_EQ(c.large_size, 16u << 20);
   EXPECT_EQ(c.online_page, 0u);
   EXPECT_EQ(c.max_mappings, 0u);
   EXPECT_EQ(c.capacity, 0u);
