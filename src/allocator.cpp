@@ -66,8 +66,14 @@ constexpr std::size_t kTransitionsKept = 1024;
 // not planned. Its own plan would be a near-copy of the followed one, and switching between
 // the two costs more than the misses: llama7b-varlen-16's iteration 10 makes one allocation
 // more than the others, and its plan's install and the switches after it cost 1k-94k VMM calls
-// per iteration at G = 2 MiB, where the one missed request costs none.
+// per iteration at G = 2 MiB, where the one missed request costs none. So does one whose
+// requests and slots off the plan hold at most one byte in kOffPlanShare of the plan's pool:
+// llama3-8b-64k-packed changes 330-490 small tensors (cu_seqlens-like, under 1 MiB) each
+// iteration, in 656 places; planned again whenever the places were new, its iterations 3 and 6
+// cost an install each (26 k maps, about 180 ms est. on an H200) to place under 1 MiB better.
 constexpr std::uint64_t kOffPlanShare = 100;
+// How many bytes of slots a request may step over to take a slot ahead of its size (match).
+constexpr std::uint64_t kJumpBytesPerByte = 16;
 
 }  // namespace
 
@@ -177,8 +183,19 @@ std::size_t Runtime::match(const InstalledPlan& plan, std::uint64_t size,
       return k;
     }
   }
+  // Not over slots of more than kJumpBytesPerByte times the request's bytes. Either error
+  // strands bytes: a jump taken wrongly (the request is the cursor slot's tensor with a new
+  // size) leaves the slots between behind, and the requests that come for them jump again; a
+  // miss taken wrongly (those slots' requests did not come) packs only the request. Small sizes
+  // recur (offsets of packed sequences, bias and norm tensors), so an equal size ahead tells
+  // little: llama3-8b-64k-packed, whose 16- and 24-byte tensors trade sizes, missed 1,946 of
+  // 7,357 requests in its third iteration (est. 1.1 s of driver calls) jumping over the slots of
+  // 32 MiB activations, 164 without.
   const std::size_t last = std::min(slots.size(), cursor_ + config_.lookahead + 1);
+  std::uint64_t stepped_over = 0;
   for (std::size_t k = cursor_ + 1; k < last; ++k) {
+    stepped_over += slots[k - 1].size;
+    if (stepped_over / kJumpBytesPerByte > size) break;
     if (slots[k].size == size && slots[k].stream == stream) return k;
   }
   return SIZE_MAX;
@@ -212,7 +229,12 @@ void Runtime::switch_plan(std::uint64_t size, std::uint32_t stream) {
   cursor_ = at;
   // The new plan's first `at` slots stand for the requests made so far.
   slots_taken_in_iteration_ = at;
+  taken_slot_bytes_in_iteration_ = 0;
+  for (std::size_t k = 0; k < at; ++k) {
+    taken_slot_bytes_in_iteration_ += active_->plan().slots[k].size;
+  }
   misses_in_iteration_ = 0;
+  missed_bytes_in_iteration_ = 0;
 }
 
 vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
@@ -228,6 +250,7 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     if (active_ != nullptr) {
       ++stats_.misses;
       ++misses_in_iteration_;
+      missed_bytes_in_iteration_ += size;
       // A request larger than the largest its varying slot has seen is still that slot's
       // ordinal: step over the slot, so that the next request meets its own.
       //
@@ -273,6 +296,7 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
   missed_at_ = SIZE_MAX;
   ++slots_taken_in_iteration_;
   const PlannedSlot& planned = active_->plan().slots[k];
+  taken_slot_bytes_in_iteration_ += planned.size;
   active_->advance_to(planned.start);
   SlotState& slot = active_->slot(k);
   StreamMask sync_with = 0;
@@ -526,8 +550,19 @@ std::uint64_t Runtime::off_plan_requests() const {
   return misses_in_iteration_ + (slots - std::min(slots, slots_taken_in_iteration_));
 }
 
+std::uint64_t Runtime::off_plan_bytes() const {
+  std::uint64_t planned = 0;
+  for (const PlannedSlot& s : active_->plan().slots) planned += s.size;
+  return missed_bytes_in_iteration_ +
+         (planned - std::min(planned, taken_slot_bytes_in_iteration_));
+}
+
 bool Runtime::served_by_active() const {
-  return active_ != nullptr && off_plan_requests() * kOffPlanShare <= active_->slot_count();
+  if (active_ == nullptr) return false;
+  const std::uint64_t slots = active_->slot_count();
+  if (off_plan_requests() * kOffPlanShare <= slots) return true;
+  const std::uint64_t pool_bytes = active_->plan().num_chunks * granularity_;
+  return slots >= kOffPlanShare && off_plan_bytes() * kOffPlanShare <= pool_bytes;
 }
 
 void Runtime::end_iteration() {
@@ -540,9 +575,18 @@ void Runtime::end_iteration() {
         log("stalloc runtime: iteration " + std::to_string(iteration) +
             " followed its plan of " + std::to_string(active_->slot_count()) + " slots, " +
             std::to_string(off) + (off == 1 ? " request or slot" : " requests or slots") +
-            " off it: not planned");
+            " off it (" + format_bytes(off_plan_bytes()) + "): not planned");
       }
     } else {
+      if (active_ != nullptr) {
+        log("stalloc runtime: iteration " + std::to_string(iteration) + " left its plan of " +
+            std::to_string(active_->slot_count()) + " slots: " +
+            std::to_string(misses_in_iteration_) + " requests missed, " +
+            std::to_string(active_->slot_count() -
+                           std::min<std::uint64_t>(active_->slot_count(),
+                                                   slots_taken_in_iteration_)) +
+            " slots not taken (" + format_bytes(off_plan_bytes()) + ")");
+      }
       recorder_.compare_sizes();
       // auto: sizes that vary together (sequence lengths) are planned at their largest, so
       // that every shorter iteration fits the plan's slots with no VMM call and only one
@@ -885,6 +929,8 @@ void Runtime::choose_plan() {
   allocs_in_iteration_ = 0;
   misses_in_iteration_ = 0;
   slots_taken_in_iteration_ = 0;
+  missed_bytes_in_iteration_ = 0;
+  taken_slot_bytes_in_iteration_ = 0;
   lend_any_ = false;
 }
 

@@ -119,6 +119,7 @@ class Runtime {
   std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.
   std::uint64_t off_plan_requests() const;
+  std::uint64_t off_plan_bytes() const;
   // The iteration followed the active plan closely enough to count as its (kOffPlanShare).
   bool served_by_active() const;
   void install_finished();
@@ -194,6 +195,8 @@ class Runtime {
   std::uint64_t allocs_in_iteration_ = 0;
   std::uint64_t misses_in_iteration_ = 0;       // requests no slot took
   std::uint64_t slots_taken_in_iteration_ = 0;  // slots a request took (conflicts included)
+  std::uint64_t missed_bytes_in_iteration_ = 0;
+  std::uint64_t taken_slot_bytes_in_iteration_ = 0;
   // This iteration outgrew what the followed plan leaves idle: any idle pool chunk may be lent.
   bool lend_any_ = false;
   std::uint64_t live_allocations_ = 0;
