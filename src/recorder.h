@@ -67,6 +67,8 @@ class Recorder {
 
   static constexpr std::size_t kLargestKept = 64;
   static constexpr std::uint64_t kTogetherSlack = 64;
+  // Allocation counts this close to the last iteration's are compared with it, aligned.
+  static constexpr std::size_t kNearCounts = 4;
 
   std::vector<Event> current_;
   struct OrdinalSizes {
@@ -76,8 +78,13 @@ class Recorder {
     std::vector<bool> varies;            // changed at least twice
     std::uint64_t peak = 0;              // the largest peak of such an iteration's own tensors
   };
+  // What an iteration of a few allocations more or fewer than `near`'s knows from it: near's
+  // ordinals aligned to `sizes` around the one place where allocations were added or dropped
+  // (the place where most sizes agree on both sides).
+  static OrdinalSizes aligned_to(const OrdinalSizes& near, const std::vector<std::uint64_t>& sizes);
   // By the allocation count of the iterations they come from.
   std::unordered_map<std::size_t, OrdinalSizes> largest_;
+  std::size_t last_count_ = 0;  // allocations of the last iteration compared
   std::vector<vmm::DevicePtr> current_addresses_;
   std::vector<Event> retained_;
   std::vector<vmm::DevicePtr> retained_addresses_;

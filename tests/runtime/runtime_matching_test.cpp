@@ -254,11 +254,14 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
   Runtime rt(test_config("profile_iterations:1"), *driver);
   const ReplayResult r = replay_verified(rt, varying_lengths_trace(10));
   ASSERT_EQ(r.iterations.size(), 10u);
-  // Iteration 2 is the first with as many allocations as iteration 1 (iteration 0 also made the
-  // weight). Iteration 3's activations changed to new sizes: the plan made at its end, compared
-  // with iteration 2, has Dynamic slots.
+  // Iteration 0 also made the weight: one allocation more than iteration 1, whose sizes are
+  // compared with it aligned past the weight. Its activations changed to new sizes, so the first
+  // plan, made at its end, has Dynamic slots and serves every iteration after (in the first,
+  // some slots find their bytes still held by pages of the profiled iterations: conflicts).
+  EXPECT_EQ(r.iterations[2].misses, 0u);
+  EXPECT_EQ(r.iterations[2].matches + r.iterations[2].conflicts, allocations_per_iteration(3));
   expect_served_by_one_plan(r, 3, allocations_per_iteration(3), false);
-  EXPECT_EQ(rt.stats().plans_installed, 2u);
+  EXPECT_EQ(rt.stats().plans_installed, 1u);
 }
 
 // After the Dynamic plan, one iteration makes an extra request and gets an exact plan of its
@@ -326,11 +329,12 @@ TEST(RuntimeMatching, AnIterationAlmostOnItsPlanIsNotPlannedAgain) {
 }
 
 // Packed sequences: each layer makes a tiny offsets tensor (16 or 24 bytes, by the number of
-// documents) before its activation, and the two sizes trade places from one iteration to the
-// next. A tiny request that meets the other size at the cursor misses; it does not jump to the
-// next slot of its size, over the activation's slot, which the activation would then miss. And
-// since what is off the plan is a few hundred bytes of a pool of megabytes, the iterations
-// count as the plan's: no second plan, no install, no VMM call.
+// documents) before its activation, and from iteration 2 on the two sizes trade places every
+// other iteration. A tiny request that meets the other size at the cursor misses; it does not
+// jump to the next slot of its size, over the activation's slot, which the activation would
+// then miss: every tiny request misses, every activation takes its slot. And since what is off
+// the plan is a few hundred bytes of a pool of megabytes, the iteration counts as the plan's:
+// no second plan, no install, and no VMM call beyond a small page.
 TEST(RuntimeMatching, TinyTensorsThatTradeSizesNeitherDerailNorReplanThePlan) {
   const int layers = 60;  // 120 slots: more off the plan than one in a hundred
   TraceBuilder b;
@@ -338,7 +342,7 @@ TEST(RuntimeMatching, TinyTensorsThatTradeSizesNeitherDerailNorReplanThePlan) {
   for (int it = 0; it < 6; ++it) {
     std::vector<std::uint64_t> acts;
     for (int l = 0; l < layers; ++l) {
-      const std::uint64_t offsets = b.alloc((l + it) % 2 == 0 ? 16 : 24);
+      const std::uint64_t offsets = b.alloc((l + std::max(it, 1)) % 2 == 0 ? 16 : 24);
       acts.push_back(b.alloc(2 * kG + 4096 + static_cast<std::uint64_t>(l) * 512));
       b.free(offsets);
     }
@@ -349,14 +353,16 @@ TEST(RuntimeMatching, TinyTensorsThatTradeSizesNeitherDerailNorReplanThePlan) {
   Runtime rt(test_config("profile_iterations:1"), *driver);
   const ReplayResult r = replay_verified(rt, b.trace());
   ASSERT_EQ(r.iterations.size(), 6u);
+  const auto requests = 2u * static_cast<std::uint64_t>(layers);
   for (std::size_t i = 2; i < 6; ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
-    const std::uint64_t traded = i % 2 == 0 ? static_cast<std::uint64_t>(layers) : 0u;
-    EXPECT_EQ(r.iterations[i].misses, traded);
-    EXPECT_EQ(r.iterations[i].matches, 2u * static_cast<std::uint64_t>(layers) - traded);
+    const bool traded = i % 2 == 0;
+    EXPECT_EQ(r.iterations[i].misses, traded ? requests / 2 : 0u);
+    EXPECT_EQ(r.iterations[i].matches + r.iterations[i].conflicts,
+              traded ? requests / 2 : requests);
     EXPECT_EQ(r.iterations[i].plans_installed, 0u);
-    // The misses take one small page (given back after an iteration without misses).
-    EXPECT_LE(r.iterations[i].vmm_calls, traded > 0 ? 4u : 0u);
+    // The misses take a small page (given back after an iteration without misses).
+    EXPECT_LE(r.iterations[i].vmm_calls, traded ? 16u : 0u);
   }
   EXPECT_EQ(rt.stats().plan_installs, 1u);
 }
