@@ -634,7 +634,10 @@ void Runtime::end_iteration() {
   // No plan is followed until choose_plan: an install short of mapping room may retire any
   // idle plan, the last one followed included.
   active_ = nullptr;
-  install_finished();
+  // Not one started at this boundary, however fast it was: whether it is installed here or at
+  // the next one would depend on the planning thread's speed (and so would whether it is mapped
+  // here, choose_plan).
+  install_finished(iteration);
   choose_plan();
   // Serving from a plan without Dynamic slots, memory kept for unplanned reuse is only waste:
   // give it back. A plan with Dynamic slots packs them in the arenas every iteration.
@@ -750,8 +753,9 @@ std::uint64_t Runtime::plan_mapping_room() const {
   const std::uint64_t limit = config_.max_mappings != 0 ? config_.max_mappings : driver_.mapping_limit();
   if (limit == 0) return std::numeric_limits<std::uint64_t>::max();
   // An eighth stays for what is served beside the plans (arenas, dedicated ranges), on top of
-  // what they hold now.
-  const std::uint64_t held = driver_.counters().live_mappings + limit / 8;
+  // what they hold now and what plans installed unmapped will map.
+  std::uint64_t held = driver_.counters().live_mappings + limit / 8;
+  for (const auto& p : cache_.installed()) held += p->deferred_pages();
   return held < limit ? limit - held : 0;
 }
 
@@ -841,8 +845,8 @@ std::vector<bool> Runtime::chunks_held_by_disowned() const {
   return held;
 }
 
-void Runtime::install_finished() {
-  std::vector<PlanCache::Finished> finished = cache_.take_finished();
+void Runtime::install_finished(std::uint32_t made_before) {
+  std::vector<PlanCache::Finished> finished = cache_.take_finished(made_before);
   if (finished.empty()) return;
   // What the arenas keep mapped for reuse goes back first, so that the pool takes those chunks
   // from the cache instead of creating its own beside them.
@@ -914,6 +918,11 @@ void Runtime::choose_plan() {
   if (active_ == nullptr) active_ = cache_.most_recent();
   if (active_ != nullptr && active_->last_used <= disowned_stamp_) active_ = nullptr;
   if (active_ != nullptr) {
+    // A plan installed unmapped is mapped at this boundary when the iteration that just ended
+    // had its signature (the next will likely follow it too), else at its first match.
+    if (active_->deferred() && have_last_key_ && key_of(active_->plan().signature) == last_key_) {
+      active_->map_deferred();
+    }
     if (config_.varying_sizes == VaryingSizes::Largest ||
         config_.varying_sizes == VaryingSizes::Auto) {
       const std::vector<bool>* varying =
@@ -940,6 +949,11 @@ void Runtime::add_plan(ChunkPlan plan) {
   auto installed = InstalledPlan::install(std::move(plan), driver_, pool_, sync_, mapping_room(),
                                           &why);
   if (!installed) throw UsageError("cannot install the plan: " + why);
+  // A plan the caller gives (a saved one) is meant to be followed: mapped now.
+  if (installed->deferred() && !installed->map_deferred()) {
+    throw UsageError("cannot install the plan: mapping its " + std::to_string(installed->view_count()) +
+                     " views failed (live mappings limit?)");
+  }
   cache_.insert(std::move(installed), ++stamp_, active_);
   ++stats_.plan_installs;
   memory_.trim();
@@ -971,6 +985,7 @@ RuntimeStats Runtime::stats() const {
   }
   s.dedicated_bytes = dedicated_.live_bytes();
   s.plans_installed = cache_.installed().size();
+  for (const auto& p : cache_.installed()) s.plans_unmapped += p->deferred() ? 1 : 0;
   s.plans_pending = cache_.pending();
   s.plans_retiring = cache_.retiring();
   s.stream_waits = sync_.waits();

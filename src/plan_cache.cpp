@@ -105,10 +105,10 @@ void PlanCache::start_planning(Trace trace, std::uint32_t iteration, PlanOptions
   });
 }
 
-std::vector<PlanCache::Finished> PlanCache::take_finished() {
+std::vector<PlanCache::Finished> PlanCache::take_finished(std::uint32_t made_before) {
   std::vector<Finished> out;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
-    if (!it->done.load(std::memory_order_acquire)) {
+    if (it->iteration >= made_before || !it->done.load(std::memory_order_acquire)) {
       ++it;
       continue;
     }

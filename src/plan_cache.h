@@ -65,7 +65,8 @@ class PlanCache {
     std::uint32_t iteration = 0;
     PlanOptions options;
   };
-  std::vector<Finished> take_finished();
+  // Finished jobs planned from iterations before `made_before`.
+  std::vector<Finished> take_finished(std::uint32_t made_before = UINT32_MAX);
   std::size_t pending() const { return jobs_.size(); }
   // Blocks until every job has finished (tests and deterministic replays).
   void wait();

@@ -117,24 +117,31 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   for (std::size_t i = 0; i < p->slots_.size(); ++i) {
     if (p->slot_view_[i] != UINT32_MAX) p->slots_[i].range += p->base_;
   }
-  if (cp.mode != PlanMode::Windowed) {
-    for (std::size_t v = 0; v < p->views_.size(); ++v) {
-      if (!p->map_view(static_cast<std::uint32_t>(v), false)) {
-        *why = "mapping the plan failed after " + std::to_string(v) + " of " +
-               std::to_string(p->views_.size()) + " views, " +
-               std::to_string(p->live_mappings_) + " chunk mappings (live mappings limit?)";
-        return nullptr;
-      }
-    }
-    // The views lie back to back in one reservation, every page mapped: access is set on all
-    // of it in one call, where one per view cost 22 us each (qwen-moe: 2,618 calls at install).
-    if (pages > 0 &&
-        driver.set_access(p->base_, p->bytes_, vmm::Access::ReadWrite) != vmm::Status::Success) {
-      *why = "setting access to the plan's " + std::to_string(pages) + " mapped pages failed";
-      return nullptr;
+  // Alias and offset modes map every view when the plan hands out its first slot, not here: a
+  // plan installed and then never followed (its iteration's sizes all changed after, as in
+  // llama7b-varlen, whose first plan is made before any activation was seen to vary) costs its
+  // pool chunks only, where mapping it cost 63 k maps (est. 420 ms on an H200).
+  p->deferred_ = cp.mode != PlanMode::Windowed && pages > 0;
+  return p;
+}
+
+bool InstalledPlan::map_deferred() {
+  for (std::uint32_t v = 0; v < views_.size(); ++v) {
+    if (!map_view(v, false)) {
+      for (std::uint32_t u = 0; u < v; ++u) unmap_view(u);
+      deferred_failed_ = true;
+      return false;
     }
   }
-  return p;
+  // The views lie back to back in one reservation, every page mapped: access is set on all of
+  // it in one call, where one per view cost 22 us each (qwen-moe: 2,618 calls at install).
+  if (driver_.set_access(base_, bytes_, vmm::Access::ReadWrite) != vmm::Status::Success) {
+    for (std::uint32_t v = 0; v < views_.size(); ++v) unmap_view(v);
+    deferred_failed_ = true;
+    return false;
+  }
+  deferred_ = false;
+  return true;
 }
 
 std::uint64_t InstalledPlan::lay_out_views() {
@@ -369,7 +376,9 @@ void InstalledPlan::on_vacated(std::size_t index) {
 
 bool InstalledPlan::ensure_mapped(std::size_t index) {
   const bool windowed = plan_.mode == PlanMode::Windowed;
-  if (!windowed && !shed_) return true;  // mapped at install
+  // One try per iteration: a driver short of mappings would refuse every slot's try alike.
+  if (deferred_) return !deferred_failed_ && map_deferred();
+  if (!windowed && !shed_) return true;  // mapped with the first slot
   const std::uint32_t o = slot_view_[index];
   View& v = views_[o];
   cancel_unmap(o);
@@ -406,6 +415,7 @@ void InstalledPlan::cancel_unmap(std::uint32_t view) {
 }
 
 void InstalledPlan::restart_windows() {
+  deferred_failed_ = false;
   if (plan_.mode != PlanMode::Windowed) return;
   window_ = 0;
   enter_window(0);

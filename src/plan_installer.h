@@ -1,7 +1,8 @@
 // A plan made live: every planned slot is served through a view, a virtual range inside the
 // plan's one reservation, backed by pool chunks the plan names (each chunk mapped separately,
-// cuMemUnmap cannot split a mapping; access set once per view). Alias mode maps every view at
-// install, so a steady iteration makes no VMM call. Windowed mode maps a view when the
+// cuMemUnmap cannot split a mapping; access set once for the reservation). Alias mode maps every
+// view once, when the plan is first chosen after an iteration of its signature or hands out its
+// first slot, so a steady iteration makes no VMM call and a plan never followed maps nothing. Windowed mode maps a view when the
 // iteration reaches the first window in which one of its slots lives and unmaps it lazily after
 // the last: events recorded on the streams that used it must have completed, which is only ever
 // queried, never waited for.
@@ -53,9 +54,10 @@ class InstalledPlan {
   // make room first (the runtime retires idle plans).
   using MappingRoom = std::function<std::uint64_t(std::uint64_t needed)>;
 
-  // Validates the plan against the pool's granularity, grows the pool and maps (alias and
-  // offset modes, within the mapping room: a plan that needs more is refused before anything is
-  // mapped). Returns nullptr with *why on any failure, leaving nothing behind.
+  // Validates the plan against the pool's granularity, grows the pool and reserves its views'
+  // address range (alias and offset modes: within the mapping room, a plan that needs more is
+  // refused; the views are mapped later, see deferred()). Returns nullptr with *why on any
+  // failure, leaving nothing behind.
   static std::unique_ptr<InstalledPlan> install(ChunkPlan plan, vmm::Driver& driver,
                                                 PlanPool& pool, StreamSync& sync,
                                                 const MappingRoom& room, std::string* why);
@@ -79,6 +81,12 @@ class InstalledPlan {
   void restart_windows();
   // Makes sure a slot about to be handed out is mapped. False when the driver refused.
   bool ensure_mapped(std::size_t index);
+  // Alias and offset modes install a plan unmapped: its views are mapped, and access set on the
+  // reservation in one call, at its first slot handed out or when the runtime expects it to be
+  // followed (map_deferred; false, nothing left mapped, when the driver refuses).
+  bool deferred() const { return deferred_; }
+  std::uint64_t deferred_pages() const { return deferred_ ? bytes_ / granularity_ : 0; }
+  bool map_deferred();
   // Mapping pressure (what is served beside the plan cannot map): alias and offset modes unmap
   // views no live tensor uses, in view order (the iteration's first slots first), until
   // `wanted` mappings are freed or none is left; a view the GPU may still use waits for its
@@ -147,6 +155,7 @@ class InstalledPlan {
   void order_chunks_by_last_use();
   // set_access: also set access on the view (the install sets it on all views at once).
   bool map_view(std::uint32_t view, bool set_access = true);
+
   void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
   // A view no live slot needs: unmapped now if no stream used it since it was mapped, else
@@ -185,6 +194,8 @@ class InstalledPlan {
   std::vector<std::uint32_t> mapped_views_;
   std::vector<std::uint32_t> retiring_;
   bool shed_ = false;  // alias and offset modes: some view was unmapped under mapping pressure
+  bool deferred_ = false;  // alias and offset modes: no view mapped before the first slot
+  bool deferred_failed_ = false;  // mapping them failed in this iteration
   std::vector<vmm::EventHandle> retire_after_;  // retire()'s events
 };
 

@@ -41,6 +41,7 @@ struct RuntimeStats {
   std::uint64_t plans_installed = 0;       // now in the cache
   std::uint64_t plans_pending = 0;         // being planned in the background
   std::uint64_t plans_retiring = 0;        // evicted, mapped until the GPU is done with them
+  std::uint64_t plans_unmapped = 0;        // installed, mapped at their first match
   std::uint64_t stream_waits = 0;          // cuStreamWaitEvent calls for chunks changing stream
   std::uint64_t stream_waits_on_marks = 0; // of those, waits on a free mark (not an event recorded at the reuse)
   std::uint64_t invalid_frees = 0;         // frees of pointers the runtime did not hand out

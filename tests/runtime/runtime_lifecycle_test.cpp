@@ -48,6 +48,44 @@ TEST(RuntimeLifecycle, ProfilePlanReplayInAliasMode) {
 // may plan at 32 MiB): plans are made and installed at the runtime's granularity.
 // While no plan is followed, a tensor of at least large_size gets a dedicated range (one chunk,
 // one mapping); with large_size:0 it is packed on pages like the others.
+// A plan is installed unmapped. Planned in the background, it may be installed after an
+// iteration of another signature (sequence lengths that changed, as in llama7b-varlen): it is
+// then not mapped at that boundary, nor while another plan is followed, only at its first
+// match. One installed after an iteration of its own signature is mapped at the boundary.
+TEST(RuntimeLifecycle, APlanIsMappedAtItsFirstMatchUnlessItsSignatureWasJustSeen) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,varying_sizes:off"), *driver);
+  const std::uint64_t a = 2 * kG + 4096;
+  const std::uint64_t b = 3 * kG + 8192;
+  auto iteration = [&](std::uint64_t act, bool install_after_first) {
+    std::vector<void*> acts;
+    for (int l = 0; l < 8; ++l) {
+      acts.push_back(rt.malloc(act + static_cast<std::uint64_t>(l) * 512, 0, 0));
+      ASSERT_NE(acts.back(), nullptr);
+      // Installs what was planned meanwhile, as a boundary would, but in mid-iteration: the plan
+      // is not chosen until the iteration ends.
+      if (l == 0 && install_after_first) rt.wait_for_planning();
+    }
+    for (void* p : acts) rt.free(p, 0, 0, 0);
+    rt.step();
+  };
+  iteration(a, false);
+  iteration(a, false);  // A planned at its end, in the background
+  iteration(b, true);   // A's plan installed; B planned at its end
+  EXPECT_EQ(rt.stats().plans_unmapped, 1u);
+  rt.wait_for_planning();  // B's plan installed after B: mapped
+  EXPECT_EQ(rt.stats().plans_installed, 2u);
+  EXPECT_EQ(rt.stats().plans_unmapped, 1u);
+  std::uint64_t matches = rt.stats().matches;
+  iteration(b, false);
+  EXPECT_EQ(rt.stats().matches - matches, 8u);
+  EXPECT_EQ(rt.stats().plans_unmapped, 1u);
+  matches = rt.stats().matches;
+  iteration(a, false);  // switches to A's plan at its first request, which maps it
+  EXPECT_EQ(rt.stats().matches - matches, 8u);
+  EXPECT_EQ(rt.stats().plans_unmapped, 0u);
+}
+
 TEST(RuntimeLifecycle, LargeUnplannedTensorsGetADedicatedRange) {
   for (const bool dedicated : {true, false}) {
     auto driver = host_driver();
