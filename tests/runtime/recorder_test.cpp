@@ -16,13 +16,17 @@ void record_iteration(Recorder& r, const std::vector<std::uint64_t>& sizes) {
   for (std::size_t i = 0; i < ids.size(); ++i) r.free(ids[i], sizes[i], 0, 0, 0x1000);
 }
 
-std::vector<bool> varying_after(const std::vector<std::vector<std::uint64_t>>& iterations) {
+// The varying ordinals after these iterations, among those of the first iteration's count (or
+// of the last one's).
+std::vector<bool> varying_after(const std::vector<std::vector<std::uint64_t>>& iterations,
+                                bool of_last = false) {
   Recorder r;
   for (const auto& sizes : iterations) {
     record_iteration(r, sizes);
     r.next_iteration(false);
   }
-  const std::vector<bool>* v = r.varying_ordinals(iterations.front().size());
+  const std::vector<bool>* v =
+      r.varying_ordinals((of_last ? iterations.back() : iterations.front()).size());
   return v == nullptr ? std::vector<bool>{} : *v;
 }
 
@@ -42,36 +46,26 @@ TEST(Recorder, NewSizesVaryAtOnceShiftsWhenRepeated) {
             (std::vector<bool>{false, true, false, false}));
 }
 
-std::vector<bool> varying_of_last(const std::vector<std::vector<std::uint64_t>>& iterations) {
-  Recorder r;
-  for (const auto& sizes : iterations) {
-    record_iteration(r, sizes);
-    r.next_iteration(false);
-  }
-  const std::vector<bool>* v = r.varying_ordinals(iterations.back().size());
-  return v == nullptr ? std::vector<bool>{} : *v;
-}
-
 // The first iteration with a count a few allocations off the last one's (a warm-up that also
 // made the optimizer state, a dropped tensor) is compared with it aligned around the place
 // where the allocations differ: sizes new to their ordinal vary at once.
 TEST(Recorder, AnIterationAFewAllocationsOffIsComparedAlignedWithTheLast) {
   // Two dropped at the front.
-  EXPECT_EQ(varying_of_last({{100, 7, 10, 20, 30, 40}, {10, 21, 30, 41}}),
+  EXPECT_EQ(varying_after({{100, 7, 10, 20, 30, 40}, {10, 21, 30, 41}}, true),
             (std::vector<bool>{false, true, false, true}));
   // One dropped in the middle.
-  EXPECT_EQ(varying_of_last({{10, 20, 99, 30, 40}, {10, 21, 30, 41}}),
+  EXPECT_EQ(varying_after({{10, 20, 99, 30, 40}, {10, 21, 30, 41}}, true),
             (std::vector<bool>{false, true, false, true}));
   // One added at the end: nothing known of it, the others unchanged.
-  EXPECT_EQ(varying_of_last({{10, 20, 30}, {10, 20, 30, 55}}), (std::vector<bool>(4, false)));
+  EXPECT_EQ(varying_after({{10, 20, 30}, {10, 20, 30, 55}}, true), (std::vector<bool>(4, false)));
   // What varied before is carried over.
-  EXPECT_EQ(varying_of_last({{5, 10, 20, 30}, {5, 10, 21, 30}, {9, 5, 10, 22, 30}}),
+  EXPECT_EQ(varying_after({{5, 10, 20, 30}, {5, 10, 21, 30}, {9, 5, 10, 22, 30}}, true),
             (std::vector<bool>{false, false, false, true, false}));
 }
 
 // Counts further apart are other structures: the first of its count is where comparing starts.
 TEST(Recorder, AnIterationManyAllocationsOffStartsItsOwnComparison) {
-  EXPECT_EQ(varying_of_last({{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10, 21}}),
+  EXPECT_EQ(varying_after({{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10, 21}}, true),
             (std::vector<bool>(2, false)));
 }
 
