@@ -951,7 +951,8 @@ void Runtime::add_plan(ChunkPlan plan) {
   if (!installed) throw UsageError("cannot install the plan: " + why);
   // A plan the caller gives (a saved one) is meant to be followed: mapped now.
   if (installed->deferred() && !installed->map_deferred()) {
-    throw UsageError("cannot install the plan: mapping its " + std::to_string(installed->view_count()) +
+    throw UsageError("cannot install the plan: mapping its " +
+                     std::to_string(installed->view_count()) +
                      " views failed (live mappings limit?)");
   }
   cache_.insert(std::move(installed), ++stamp_, active_);

@@ -2,10 +2,10 @@
 // plan's one reservation, backed by pool chunks the plan names (each chunk mapped separately,
 // cuMemUnmap cannot split a mapping; access set once for the reservation). Alias mode maps every
 // view once, when the plan is first chosen after an iteration of its signature or hands out its
-// first slot, so a steady iteration makes no VMM call and a plan never followed maps nothing. Windowed mode maps a view when the
-// iteration reaches the first window in which one of its slots lives and unmaps it lazily after
-// the last: events recorded on the streams that used it must have completed, which is only ever
-// queried, never waited for.
+// first slot, so a steady iteration makes no VMM call and a plan never followed maps nothing.
+// Windowed mode maps a view when the iteration reaches the first window in which one of its
+// slots lives and unmaps it lazily after the last: events recorded on the streams that used it
+// must have completed, which is only ever queried, never waited for.
 //
 // Why views are shared: a view is only a window onto a chunk sequence, so a slot whose chunks
 // appear, in order, inside another slot's view can use that view at the right page. Slots are
@@ -153,9 +153,8 @@ class InstalledPlan {
   // Gives every slot with chunks a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
   void order_chunks_by_last_use();
-  // set_access: also set access on the view (the install sets it on all views at once).
+  // set_access: also set access on the view (map_deferred sets it on all views at once).
   bool map_view(std::uint32_t view, bool set_access = true);
-
   void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
   // A view no live slot needs: unmapped now if no stream used it since it was mapped, else
