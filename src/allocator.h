@@ -122,6 +122,8 @@ class Runtime {
   std::uint64_t off_plan_bytes() const;
   // The iteration followed the active plan closely enough to count as its (kOffPlanShare).
   bool served_by_active() const;
+  // Whether a finished plan would make the runtime hold more than the online path did (*why).
+  bool declines(const ChunkPlan& plan, std::string* why) const;
   // Installs the plans finished in the background from iterations before `made_before`.
   void install_finished(std::uint32_t made_before = UINT32_MAX);
   // Chunk mappings a plan installed now may hold: the live mappings limit (max_mappings, else
