@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "planner/trace/import_pytorch.h"
 #include "planner/trace/trace_io.h"
 #include "sim/simulator.h"
 #include "src/allocator.h"
@@ -17,8 +19,7 @@
 namespace stalloc {
 namespace {
 
-void expect_sim_equals_replay(const std::string& file) {
-  const Trace trace = read_trace(std::string(STALLOC_SOURCE_DIR) + "/tests/data/real/" + file);
+void expect_sim_equals_replay(const Trace& trace, const std::string& file) {
   ModelOptions options;
   const SimResult sim = simulate(trace, file, "stalloc", options);
 
@@ -39,9 +40,28 @@ void expect_sim_equals_replay(const std::string& file) {
   EXPECT_GT(sim.iteration_calls.front().vmm(), 0u) << file;
 }
 
+void expect_sim_equals_replay(const std::string& file) {
+  expect_sim_equals_replay(
+      read_trace(std::string(STALLOC_SOURCE_DIR) + "/tests/data/real/" + file), file);
+}
+
 TEST(RuntimeModel, SimulatorAndReplayAgreeOnRealCaptures) {
   expect_sim_equals_replay("fixed_seq128.trace");
   expect_sim_equals_replay("varlen_seq64-192.trace");
+}
+
+// Three of the real GPU snapshots, imported as `stalloc sim --suite real` imports them: one whose
+// plan is followed (lm-small-forward-ctx150) and two whose plans are declined and served online
+// (cnn-optimisation-loop, 10 iterations; lm-small-train-ctx100).
+TEST(RuntimeModel, SimulatorAndReplayAgreeOnRealSnapshots) {
+  for (const std::string name :
+       {"lm-small-forward-ctx150", "cnn-optimisation-loop", "lm-small-train-ctx100"}) {
+    const std::string path =
+        std::string(STALLOC_SOURCE_DIR) + "/tests/data/snapshots/" + name + ".pickle";
+    const std::vector<Trace> traces = import_pytorch_snapshot(read_file_bytes(path), path);
+    ASSERT_EQ(traces.size(), 1u) << name;
+    expect_sim_equals_replay(traces.front(), name);
+  }
 }
 
 TEST(RuntimeModel, ConfigurationReachesTheRuntime) {
