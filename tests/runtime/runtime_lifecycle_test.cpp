@@ -106,11 +106,7 @@ TEST(RuntimeLifecycle, APlanThatWouldHoldMoreThanTheOnlinePathIsDeclined) {
   const std::string log = ::testing::TempDir() + "/declined.log";
   std::remove(log.c_str());
   Runtime rt(test_config("log:" + log), *driver);
-  ReplayOptions options;
-  options.verify = true;
-  const ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
+  const ReplayResult r = replay_verified(rt, trace);
   EXPECT_EQ(rt.stats().plans_declined, 1u);
   EXPECT_EQ(rt.stats().plan_installs, 0u);
   EXPECT_GE(static_cast<double>(r.peak_allocated_bytes),

@@ -17,20 +17,6 @@ namespace {
 
 using namespace testing_support;
 
-// Replays with data patterns checked; no pattern may break and no allocation fail.
-ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
-  ReplayOptions options;
-  options.verify = true;
-  ReplayResult r = replay_trace(rt, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
-  // Under STALLOC_TEST_GPU_LAG: no memory unmapped or shared with another stream before the
-  // kernels that used it are known done (Driver::gpu_use).
-  EXPECT_EQ(rt.driver().counters().unguarded_uses, 0u);
-  EXPECT_EQ(r.unmapped_uses, 0u);
-  return r;
-}
-
 // Iteration 3 has one request the plan lacks (an extra tensor) and lacks one it has (a
 // temporary): the extra is served dynamically, matching looks ahead past the missing one, and
 // every other request still gets its slot.

@@ -1,5 +1,7 @@
 #include "tests/runtime/runtime_test_support.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -75,6 +77,19 @@ std::unique_ptr<vmm::Driver> host_driver(std::size_t max_bytes, std::size_t max_
   o.max_mappings = max_mappings;
   o.lag = lag_from_environment();
   return vmm::make_host_driver(o);
+}
+
+ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
+  ReplayOptions options;
+  options.verify = true;
+  ReplayResult r = replay_trace(rt, trace, options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  // Under STALLOC_TEST_GPU_LAG: no memory unmapped or shared with another stream before the
+  // kernels that used it are known done (Driver::gpu_use).
+  EXPECT_EQ(rt.driver().counters().unguarded_uses, 0u);
+  EXPECT_EQ(r.unmapped_uses, 0u);
+  return r;
 }
 
 RuntimeConfig test_config(const std::string& conf) {

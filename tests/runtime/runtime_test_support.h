@@ -8,6 +8,7 @@
 
 #include "planner/trace/trace.h"
 #include "src/allocator.h"
+#include "src/trace_replayer.h"
 #include "vmm/driver.h"
 #include "vmm/host_driver.h"
 
@@ -42,6 +43,9 @@ vmm::HostLag lag_from_environment();
 // A host driver of granularity kG, with the lag of the environment.
 std::unique_ptr<vmm::Driver> host_driver(std::size_t max_bytes = 0, std::size_t max_mappings = 0);
 RuntimeConfig test_config(const std::string& conf = "");
+// Replays with data patterns checked; expects no pattern broken, no allocation failed, and no
+// memory unmapped or shared before the GPU work that used it is known done.
+ReplayResult replay_verified(Runtime& rt, const Trace& trace);
 
 // Allocations per iteration (iteration > 0) of add_training_iteration.
 std::uint64_t allocations_per_iteration(int layers = 4);
