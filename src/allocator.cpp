@@ -879,7 +879,8 @@ void Runtime::install_finished(std::uint32_t made_before) {
     if (std::string why; declines(*f.plan, &why)) {
       ++stats_.plans_declined;
       cache_.mark_failed(f.key);
-      log("stalloc runtime: plan of iteration " + std::to_string(f.iteration) + " declined: " + why);
+      log("stalloc runtime: plan of iteration " + std::to_string(f.iteration) +
+          " declined: " + why);
       continue;
     }
     std::string why;
@@ -935,7 +936,8 @@ bool Runtime::declines(const ChunkPlan& plan, std::string* why) const {
   }
   *why = "with the " + format_bytes(beside) + " held beside it the runtime would hold " +
          format_bytes(would) + ", more than 1/" + std::to_string(kDeclineShare) +
-         " above the " + format_bytes(online) + " the profiled iterations held at most: served online";
+         " above the " + format_bytes(online) +
+         " the profiled iterations held at most: served online";
   return true;
 }
 
