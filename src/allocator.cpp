@@ -924,11 +924,14 @@ void Runtime::install_finished(std::uint32_t made_before) {
 }
 
 bool Runtime::declines(const ChunkPlan& plan, std::string* why) const {
+  // What stays beside the pool while the plan is followed: the pages and ranges that hold
+  // tensors made before it (weights, optimizer state). Not the emptied ones: given back at the
+  // install, or, while the GPU may still use them (events pending), soon after.
+  std::uint64_t beside = dedicated_.live_range_bytes();
+  for (const auto& arena : packed_) {
+    if (arena) beside += arena->occupied_own_pages() * arena->page_bytes();
+  }
   const std::uint64_t pool_bytes = pool_.size() * granularity_;
-  const std::uint64_t held = memory_.reserved_bytes();
-  // What stays beside the pool while the plan is followed: the pages and ranges of tensors
-  // made before it (weights, optimizer state), with the idle ones already given back.
-  const std::uint64_t beside = held - std::min(held, pool_bytes + memory_.cached_bytes());
   const std::uint64_t would = std::max(pool_bytes, plan.num_chunks * granularity_) + beside;
   const std::uint64_t online = memory_.high_water_bytes();
   if (online < kDeclineFromBytes || would * kDeclineShare <= online * (kDeclineShare + 1)) {

@@ -114,6 +114,12 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
   return address;
 }
 
+std::uint64_t DedicatedRanges::live_range_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& [address, range] : live_) bytes += range.bytes;
+  return bytes;
+}
+
 bool DedicatedRanges::free(vmm::DevicePtr ptr, StreamMask used_by) {
   auto it = live_.find(ptr);
   if (it == live_.end()) return false;

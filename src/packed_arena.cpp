@@ -400,6 +400,12 @@ void PackedArena::drop_marker(Page& page) {
 
 bool PackedArena::give_idle_chunk() { return take_idle_chunk(1, 0); }
 
+std::uint64_t PackedArena::occupied_own_pages() const {
+  return static_cast<std::uint64_t>(std::count_if(pages_.begin(), pages_.end(), [](const Page& p) {
+    return p.mapped && p.tenants > 0 && p.lent == kOwnChunk;
+  }));
+}
+
 bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
   for (auto it = idle_.begin(); it != idle_.end(); ++it) {
     Page& page = pages_[it->page];

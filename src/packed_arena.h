@@ -100,6 +100,8 @@ class PackedArena final : private ChunkBorrower {
   std::uint64_t page_bytes() const { return granularity_; }
   // Mapped pages backed by chunks lent from the plan pool.
   std::uint64_t lent_pages() const { return lent_pages_; }
+  // Mapped pages on its own chunks that hold a live allocation (a scan of the pages).
+  std::uint64_t occupied_own_pages() const;
   // Entries in the list of emptied pages, stale ones included (bounded by twice the idle pages).
   std::size_t idle_entries() const { return idle_.size(); }
 
