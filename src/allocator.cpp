@@ -559,9 +559,13 @@ void Runtime::disown_detected_iterations(const std::string& why) {
   active_ = nullptr;
 }
 
-std::uint64_t Runtime::off_plan_requests() const {
+std::uint64_t Runtime::slots_not_taken() const {
   const std::uint64_t slots = active_->slot_count();
-  return misses_in_iteration_ + (slots - std::min(slots, slots_taken_in_iteration_));
+  return slots - std::min(slots, slots_taken_in_iteration_);
+}
+
+std::uint64_t Runtime::off_plan_requests() const {
+  return misses_in_iteration_ + slots_not_taken();
 }
 
 std::uint64_t Runtime::off_plan_bytes() const {
@@ -596,10 +600,8 @@ void Runtime::end_iteration() {
         log("stalloc runtime: iteration " + std::to_string(iteration) + " left its plan of " +
             std::to_string(active_->slot_count()) + " slots: " +
             std::to_string(misses_in_iteration_) + " requests missed, " +
-            std::to_string(active_->slot_count() -
-                           std::min<std::uint64_t>(active_->slot_count(),
-                                                   slots_taken_in_iteration_)) +
-            " slots not taken (" + format_bytes(off_plan_bytes()) + ")");
+            std::to_string(slots_not_taken()) + " slots not taken (" +
+            format_bytes(off_plan_bytes()) + ")");
       }
       recorder_.compare_sizes();
       // auto: sizes that vary together (sequence lengths) are planned at their largest, so

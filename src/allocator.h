@@ -118,6 +118,7 @@ class Runtime {
   // Pool chunks that live tensors of disowned plans hold (empty when there are none).
   std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.
+  std::uint64_t slots_not_taken() const;  // of the followed plan, in this iteration
   std::uint64_t off_plan_requests() const;
   std::uint64_t off_plan_bytes() const;
   // The iteration followed the active plan closely enough to count as its (kOffPlanShare).

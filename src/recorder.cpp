@@ -145,12 +145,8 @@ void Recorder::compare_sizes() {
     auto near = largest_.find(previous);
     if (previous == 0 || near == largest_.end() ||
         std::max(count, previous) - std::min(count, previous) > kNearCounts) {
-      OrdinalSizes& o = largest_[count];
+      OrdinalSizes& o = largest_.emplace(count, OrdinalSizes::first(sizes)).first->second;
       o.peak = peak;
-      o.largest = sizes;
-      o.last = sizes;
-      o.changes.assign(count, 0);
-      o.varies.assign(count, false);
       return;
     }
     OrdinalSizes seeded = aligned_to(near->second, sizes);
@@ -172,6 +168,15 @@ void Recorder::compare_sizes() {
     o.largest[i] = std::max(o.largest[i], sizes[i]);
   }
   o.last = std::move(sizes);
+}
+
+Recorder::OrdinalSizes Recorder::OrdinalSizes::first(const std::vector<std::uint64_t>& sizes) {
+  OrdinalSizes o;
+  o.largest = sizes;
+  o.last = sizes;
+  o.changes.assign(sizes.size(), 0);
+  o.varies.assign(sizes.size(), false);
+  return o;
 }
 
 Recorder::OrdinalSizes Recorder::aligned_to(const OrdinalSizes& near,
@@ -197,11 +202,7 @@ Recorder::OrdinalSizes Recorder::aligned_to(const OrdinalSizes& near,
       split = at;
     }
   }
-  OrdinalSizes o;
-  o.largest = sizes;
-  o.last = sizes;
-  o.changes.assign(n, 0);
-  o.varies.assign(n, false);
+  OrdinalSizes o = OrdinalSizes::first(sizes);
   for (std::size_t i = 0; i < n; ++i) {
     if (i >= split && i < split + lead) continue;
     const std::size_t j = i < split ? i : shifted(i);

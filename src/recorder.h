@@ -77,6 +77,8 @@ class Recorder {
     std::vector<std::uint8_t> changes;   // how often the size changed (counted up to 2)
     std::vector<bool> varies;            // changed at least twice
     std::uint64_t peak = 0;              // the largest peak of such an iteration's own tensors
+    // The first iteration of its count: nothing changed yet.
+    static OrdinalSizes first(const std::vector<std::uint64_t>& sizes);
   };
   // What an iteration of a few allocations more or fewer than `near`'s knows from it: near's
   // ordinals aligned to `sizes` around the one place where allocations were added or dropped
