@@ -60,6 +60,18 @@ constexpr std::uint64_t kSmallApartBytes = std::uint64_t{128} << 20;
 // "Ninth session"). Following a plan with Dynamic slots the arenas serve the Dynamic tensors
 // that do not fit their views, every iteration, the same way.
 constexpr std::uint64_t kIdleBytes = std::numeric_limits<std::uint64_t>::max();
+// Chunks made for a run of an arena's pages (packed_arena.h, extents): at most extent_size
+// (12 MiB by default), at most 1/kExtentHeldShare of the memory held, and only while the
+// runtime grows past the most it ever held. A workload served online made a cuMemCreate and a
+// cuMemMap per 2 MiB it first touched (lm-fullstep: 8,655 creates in 1,651 runs), where
+// PyTorch's expandable segments map 20 MiB pages. An extent's pages move only together, so
+// pages emptied while others of it hold tensors stay where they are; below the high water (an
+// iteration repeated) a chunk per page keeps every emptied page free to move. Chosen from
+// `stalloc sim --suite default|real` over 8-32 MiB, with and without the share
+// (docs/benchmarks.md, "Sixteenth session"): 20 MiB took 0.17 points off llama7b-tp4pp2vpp2's
+// utilization, 12 MiB at most 0.04 off any preset; without the share, small workloads lost up
+// to 1.6 points (lm-small-train-ctx200-bf16).
+constexpr std::uint64_t kExtentHeldShare = 256;
 constexpr std::size_t kTransitionsKept = 1024;
 // An iteration that followed its plan but for at most one request in kOffPlanShare (requests no
 // slot took, slots no request took: an extra tensor, a missing one) counts as the plan's and is
@@ -114,7 +126,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
                    for (std::uint64_t freed = 0; freed < bytes;) {
                      const std::uint64_t before = freed;
                      for (const auto& arena : packed_) {
-                       if (arena && freed < bytes && arena->give_idle_chunk()) freed += granularity_;
+                       if (arena && freed < bytes) freed += arena->give_idle_chunk();
                      }
                      if (freed == before) break;
                    }
@@ -737,7 +749,7 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
         driver_, memory_, sync_, small ? kSmallArenaBytes : kLargeArenaBytes, stream,
         kIdleBytes, &lender_, [this](PackedArena* asking) {
           for (const auto& other : packed_) {
-            if (other && other.get() != asking && other->give_idle_chunk()) return true;
+            if (other && other.get() != asking && other->give_idle_chunk() > 0) return true;
           }
           // No idle page anywhere: above the most ever held, a cached dedicated range goes
           // instead, so that the chunk the arena now creates does not raise the peak.
@@ -746,7 +758,9 @@ PackedArena& Runtime::packed_arena(std::uint32_t stream, std::uint64_t size) {
           }
           return false;
         },
-        online ? page_granules : 1);
+        online ? page_granules : 1,
+        ArenaExtents{std::max<std::uint64_t>(config_.extent_size / granularity_, 1),
+                     kExtentHeldShare});
   }
   return *packed_[index];
 }

@@ -8,7 +8,8 @@ namespace stalloc {
 PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
                          std::uint64_t reservation_bytes, std::uint32_t home,
                          std::uint64_t idle_bytes, IdleChunkLender* lender,
-                         Reclaim reclaim, std::uint64_t page_granules)
+                         Reclaim reclaim, std::uint64_t page_granules,
+                         ArenaExtents extents)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
@@ -16,6 +17,7 @@ PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync
       reclaim_(std::move(reclaim)),
       page_granules_(std::max<std::uint64_t>(page_granules, 1)),
       granularity_(memory.granularity() * page_granules_),
+      extents_(page_granules_ > 1 ? ArenaExtents{} : extents),
       reservation_bytes_((std::max<std::uint64_t>(reservation_bytes, 1) + granularity_ - 1) /
                          granularity_ * granularity_),
       home_(StreamSync::bit(home)),
@@ -25,12 +27,12 @@ PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync
 PackedArena::~PackedArena() {
   for (std::uint64_t i = 0; i < pages_.size(); ++i) {
     Page& page = pages_[i];
-    if (!page.mapped) continue;
+    if (!page.mapped || page.from_head != 0) continue;
     sync_.discard(&page.events);
-    driver_.unmap(base_ + i * granularity_, granularity_);
+    driver_.unmap(base_ + i * granularity_, page.extent * granularity_);
     if (page.detached) continue;
-    page.chunk.users |= page.users;
-    return_chunk(page.chunk, page.lent);
+    page.chunk.users |= pages_used_by(i, extent_end(i));
+    return_chunk(page.chunk, page.lent, page.extent);
   }
   for (const Chunk& chunk : spare_) memory_.release_dedicated(chunk, page_granules_);
   if (base_ != 0) driver_.free_reservation(base_, reservation_bytes_);
@@ -161,6 +163,7 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     Page& page = pages_[i];
     if (page.mapped) continue;
     std::uint32_t lent = kOwnChunk;
+    std::uint64_t extent = 1;
     std::optional<Chunk> chunk;
     if (page_granules_ > 1) {
       chunk = large_page_chunk(first, last);
@@ -176,17 +179,27 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
         }
       }
       if (!chunk && reclaim_ && reclaim_(this)) chunk = memory_.take_cached();
+      if (!chunk) {
+        // Nothing to reuse: one new chunk for the run of unmapped pages from here.
+        std::uint64_t end = i;
+        const std::uint64_t limit = extent_limit();
+        while (end < last && end + 1 - i < limit && !pages_[end + 1].mapped) ++end;
+        if (end > i) {
+          chunk = memory_.acquire_dedicated(end - i + 1);
+          if (chunk) extent = end - i + 1;
+        }
+      }
       if (!chunk) chunk = memory_.acquire();
     }
     bool ok = chunk.has_value();
     if (!ok) {
       *why = memory_.last_failure();
     } else {
-      ok = driver_.map(base_ + i * granularity_, granularity_, 0, chunk->handle) ==
+      ok = driver_.map(base_ + i * granularity_, extent * granularity_, 0, chunk->handle) ==
            vmm::Status::Success;
       if (!ok) {
         *why = "mapping a page of the packed arena failed (live mappings limit?)";
-        return_chunk(*chunk, lent);
+        return_chunk(*chunk, lent, extent);
       }
     }
     if (!ok) {
@@ -197,17 +210,25 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
     *sync_with |= chunk->users;
     page.chunk = *chunk;
     page.lent = lent;
-    page.mapped = true;
-    page.users = 0;
-    ++mapped_pages_;
+    page.extent = static_cast<std::uint32_t>(extent);
+    for (std::uint64_t k = 0; k < extent; ++k) {
+      pages_[i + k].mapped = true;
+      pages_[i + k].users = 0;
+      pages_[i + k].from_head = static_cast<std::uint32_t>(k);
+    }
+    mapped_pages_ += extent;
     if (lent != kOwnChunk) ++lent_pages_;
     mapped_now->push_back(i);
+    i += extent - 1;
   }
   // One cuMemSetAccess over the whole allocation, its pages mapped before included: the call
   // costs tens of microseconds however many mappings it covers (docs/driver_costs.md), where
-  // one per page cost as much again as the mapping itself.
+  // one per page cost as much again as the mapping itself. It covers whole mappings, so the
+  // extents at either end whole.
+  const std::uint64_t from = head_of(first);
+  const std::uint64_t to = extent_end(head_of(last));
   if (!mapped_now->empty() &&
-      driver_.set_access(base_ + first * granularity_, (last - first + 1) * granularity_,
+      driver_.set_access(base_ + from * granularity_, (to - from + 1) * granularity_,
                          vmm::Access::ReadWrite) != vmm::Status::Success) {
     *why = "setting access to the packed arena's pages failed";
     for (std::uint64_t j : *mapped_now) unmap_page(j);
@@ -219,18 +240,37 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
 
 void PackedArena::unmap_page(std::uint64_t index) {
   Page& page = pages_[index];
+  const std::uint64_t extent = page.extent;
   drop_marker(page);
-  driver_.unmap(base_ + index * granularity_, granularity_);
+  driver_.unmap(base_ + index * granularity_, extent * granularity_);
   if (page.detached) {
     add_span(index * granularity_, granularity_, home_);  // allocatable again
   } else {
-    return_chunk(page.chunk, page.lent);
+    return_chunk(page.chunk, page.lent, extent);
     if (page.lent != kOwnChunk) --lent_pages_;
   }
-  const std::uint64_t generation = page.generation + 1;
-  page = Page{};
-  page.generation = generation;
-  --mapped_pages_;
+  for (std::uint64_t k = index; k < index + extent; ++k) {
+    const std::uint64_t generation = pages_[k].generation + 1;
+    pages_[k] = Page{};
+    pages_[k].generation = generation;
+  }
+  mapped_pages_ -= extent;
+}
+
+std::uint64_t PackedArena::extent_limit() const {
+  if (memory_.reserved_bytes() < memory_.high_water_bytes()) return 1;
+  std::uint64_t limit = extents_.max_granules;
+  if (extents_.held_share > 0) {
+    limit = std::min(limit, memory_.reserved_bytes() / extents_.held_share / granularity_);
+  }
+  return std::max<std::uint64_t>(limit, 1);
+}
+
+bool PackedArena::extent_empty(std::uint64_t head) const {
+  for (std::uint64_t k = head; k <= extent_end(head); ++k) {
+    if (pages_[k].tenants > 0) return false;
+  }
+  return true;
 }
 
 std::optional<Chunk> PackedArena::large_page_chunk(std::uint64_t first, std::uint64_t last) {
@@ -263,8 +303,10 @@ std::optional<Chunk> PackedArena::large_page_chunk(std::uint64_t first, std::uin
   return chunk;
 }
 
-void PackedArena::return_chunk(const Chunk& chunk, std::uint32_t lent) {
-  if (lent == kOwnChunk && page_granules_ > 1) {
+void PackedArena::return_chunk(const Chunk& chunk, std::uint32_t lent, std::uint64_t extent) {
+  if (lent == kOwnChunk && extent > 1) {
+    memory_.release_dedicated(chunk, extent);
+  } else if (lent == kOwnChunk && page_granules_ > 1) {
     if (keep_unmapped_) {
       spare_.push_back(chunk);
     } else {
@@ -308,24 +350,24 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
   }
   carve(offset, length);
   for (std::uint64_t i = first; i <= last; ++i) {
-    Page& page = pages_[i];
-    if (page.idle) {
-      page.idle = false;
-      --idle_pages_;
-      ++page.generation;
-      drop_marker(page);
+    Page& head = pages_[head_of(i)];
+    if (head.idle) {
+      head.idle = false;
+      idle_pages_ -= head.extent;
+      ++head.generation;
+      drop_marker(head);
     }
-    if (page.parked) {
-      page.parked = false;
-      lender_->unpark(page.lent);
+    if (head.parked) {
+      head.parked = false;
+      lender_->unpark(head.lent);
     }
-    if (!page.events.empty()) {
+    if (!head.events.empty()) {
       // Wanted again before its unmap: keep the mapping, forget the pending unmap.
-      sync_.discard(&page.events);
-      ++page.generation;
+      sync_.discard(&head.events);
+      ++head.generation;
     }
-    ++page.tenants;
-    page.users |= StreamSync::bit(stream);
+    ++pages_[i].tenants;
+    pages_[i].users |= StreamSync::bit(stream);
   }
   const vmm::DevicePtr address = base_ + offset;
   live_.emplace(address, Block{address, size, length});
@@ -336,27 +378,30 @@ vmm::DevicePtr PackedArena::allocate(std::uint64_t size, std::uint32_t stream, s
 void PackedArena::release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by) {
   std::uint32_t marker = kNoMarker;
   for (std::uint64_t i = first; i <= last; ++i) {
-    Page& page = pages_[i];
-    page.users |= used_by;
-    if (--page.tenants > 0) continue;
+    pages_[i].users |= used_by;
+    if (--pages_[i].tenants > 0) continue;
+    const std::uint64_t h = head_of(i);
+    Page& page = pages_[h];
     if (page.lent != kOwnChunk) {
       page.parked = true;
       lender_->park(page.lent, this, i);
       if (lender_->wanted(page.lent)) detach(i);
       continue;
     }
+    if (page.extent > 1 && !extent_empty(h)) continue;
     page.idle = true;
     // Marks the work that used it, so that the arena can take the page's chunk for another
     // page once that work is done (take_idle_chunk) without a host wait. The pages of this free
-    // and of the frees after it share one marker (free_markers.h).
+    // and of the frees after it share one marker (free_markers.h); it covers the streams that
+    // used the extents of the pages freed, emptied by earlier frees too.
     if (marker == kNoMarker) {
-      marker = markers_.take(pages_used_by(first, last));
+      marker = markers_.take(pages_used_by(head_of(first), extent_end(head_of(last))));
     } else {
       markers_.add_holder(marker);
     }
     page.marker = marker;
-    idle_.push_back({i, page.generation});
-    ++idle_pages_;
+    idle_.push_back({h, page.generation});
+    idle_pages_ += page.extent;
   }
   markers_.end_free(marker);
   // Entries of pages taken again stay in idle_ until they reach its front, which an arena that
@@ -381,7 +426,7 @@ void PackedArena::retire_oldest_idle() {
     Page& page = pages_[p.page];
     if (page.generation != p.generation || !page.idle) continue;
     page.idle = false;
-    --idle_pages_;
+    idle_pages_ -= page.extent;
     retire(p.page);
     return;
   }
@@ -398,33 +443,40 @@ void PackedArena::drop_marker(Page& page) {
   page.marker = kNoMarker;
 }
 
-bool PackedArena::give_idle_chunk() { return take_idle_chunk(1, 0); }
+std::uint64_t PackedArena::give_idle_chunk() { return take_idle_chunk(1, 0); }
 
 std::uint64_t PackedArena::occupied_own_pages() const {
-  return static_cast<std::uint64_t>(std::count_if(pages_.begin(), pages_.end(), [](const Page& p) {
-    return p.mapped && p.tenants > 0 && p.lent == kOwnChunk;
-  }));
+  std::uint64_t occupied = 0;
+  for (std::uint64_t i = 0; i < pages_.size(); ++i) {
+    const Page& page = pages_[i];
+    if (page.mapped && page.from_head == 0 && page.lent == kOwnChunk && !extent_empty(i)) {
+      occupied += page.extent;
+    }
+  }
+  return occupied;
 }
 
-bool PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
+std::uint64_t PackedArena::take_idle_chunk(std::uint64_t first, std::uint64_t last) {
   for (auto it = idle_.begin(); it != idle_.end(); ++it) {
     Page& page = pages_[it->page];
     if (page.generation != it->generation || !page.idle) continue;
-    if (first <= it->page && it->page <= last) continue;
+    if (first <= last && first <= extent_end(it->page) && it->page <= last) continue;
     // Pages emptied later were marked later: when this one's GPU work is not done, theirs is
     // unlikely to be, and querying each (a driver call per page, on every page mapped) would
     // cost more than the chunk saves.
-    const bool done = page.marker == kNoMarker ? page.users == 0 : markers_.done(page.marker);
-    if (!done) return false;
     const std::uint64_t index = it->page;
+    const bool done = page.marker == kNoMarker ? pages_used_by(index, extent_end(index)) == 0
+                                               : markers_.done(page.marker);
+    if (!done) return 0;
+    const std::uint64_t bytes = page.extent * granularity_;
     idle_.erase(it);
     page.idle = false;
-    --idle_pages_;
+    idle_pages_ -= page.extent;
     page.chunk.users = 0;
     unmap_page(index);
-    return true;
+    return bytes;
   }
-  return false;
+  return 0;
 }
 
 void PackedArena::retire(std::uint64_t index) {
@@ -440,9 +492,10 @@ void PackedArena::retire(std::uint64_t index) {
       return;
     }
   }
-  if (sync_.record(page.users, &page.events) && !page.events.empty()) {
+  const StreamMask users = pages_used_by(index, extent_end(index));
+  if (sync_.record(users, &page.events) && !page.events.empty()) {
     pending_.push_back({index, page.generation});
-  } else if (page.events.empty() && page.users == 0) {
+  } else if (page.events.empty() && users == 0) {
     unmap_page(index);
   } else if (page.detached) {
     // No event says when the GPU is done; the page's bytes are out of the free list until its

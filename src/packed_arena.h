@@ -33,6 +33,14 @@
 // page stays mapped (parked) for the arena's next tensor until the pool wants the chunk back;
 // then it is detached: the chunk goes back at once, and the page's bytes leave the free list
 // until its unmap, after the GPU work on it.
+//
+// Extents: a chunk made for an allocation may back the whole run of its unmapped pages (one
+// cuMemCreate, one cuMemMap), not one page: the driver's cost is per call (docs/driver_costs.md)
+// and an online workload first touches most of its memory this way. cuMemMap maps a chunk whole
+// and cuMemUnmap must undo one cuMemMap, so such an extent is the unit of mapping: its first
+// page (the head) keeps the chunk and the idle, marker and unmap state, it is idle only when all
+// its pages are empty, and each cuMemSetAccess covers the extents it touches whole. Its pages
+// cannot move one by one, so extents are made only while memory grows past its high water.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +62,12 @@
 
 namespace stalloc {
 
+// How large a chunk a PackedArena makes for a run of its pages (the constructor's extents).
+struct ArenaExtents {
+  std::uint64_t max_granules = 1;
+  std::uint64_t held_share = 0;
+};
+
 class PackedArena final : private ChunkBorrower {
  public:
   static constexpr std::uint64_t kAlignment = 512;
@@ -68,11 +82,16 @@ class PackedArena final : private ChunkBorrower {
   // page_granules: pages of that many granules, each backed by one chunk of its own size made
   // for the arena (one cuMemCreate and one cuMemMap per page, as PyTorch's expandable segments
   // map 20 MiB pages): no lender then, and its chunks never go to PhysicalMemory's cache.
+  // extents: where an allocation needs several pages that no cached, idle or lent chunk backs
+  // and PhysicalMemory holds its high water, one chunk is made for the run of them, of at most
+  // max_granules and of at most 1/held_share of the memory held (0: no such bound); such a
+  // chunk is unmapped whole, once all its pages are empty, and released rather than cached (no
+  // other page fits it). The default: a chunk per page. Pages of page_granules > 1 ignore it.
   using Reclaim = std::function<bool(PackedArena* asking)>;
   PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
               std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes,
               IdleChunkLender* lender = nullptr, Reclaim reclaim = nullptr,
-              std::uint64_t page_granules = 1);
+              std::uint64_t page_granules = 1, ArenaExtents extents = {});
   ~PackedArena();
   PackedArena(const PackedArena&) = delete;
   PackedArena& operator=(const PackedArena&) = delete;
@@ -92,15 +111,16 @@ class PackedArena final : private ChunkBorrower {
   // Emptied own pages kept mapped from now on; the oldest beyond it are retired.
   void set_idle_bytes(std::uint64_t idle_bytes);
   // Unmaps the idle page emptied longest ago, if its GPU work is done, and puts its chunk in
-  // PhysicalMemory's cache for another arena; false when there is none.
-  bool give_idle_chunk();
+  // PhysicalMemory's cache for another arena (a chunk of several pages is released instead);
+  // the bytes it backed, 0 when there is none.
+  std::uint64_t give_idle_chunk();
 
   std::uint64_t live_bytes() const { return live_bytes_; }
   std::uint64_t mapped_pages() const { return mapped_pages_; }
   std::uint64_t page_bytes() const { return granularity_; }
   // Mapped pages backed by chunks lent from the plan pool.
   std::uint64_t lent_pages() const { return lent_pages_; }
-  // Mapped pages on its own chunks that hold a live allocation (a scan of the pages).
+  // Mapped pages on its own chunks whose chunk holds a live allocation (a scan of the pages).
   std::uint64_t occupied_own_pages() const;
   // Entries in the list of emptied pages, stale ones included (bounded by twice the idle pages).
   std::size_t idle_entries() const { return idle_.size(); }
@@ -123,8 +143,12 @@ class PackedArena final : private ChunkBorrower {
   static constexpr std::uint64_t kNoPlace = UINT64_MAX;
   static constexpr std::uint32_t kNoMarker = FreeMarkers::kNone;
   static constexpr int kPlacementCandidates = 8;
+  // A chunk backs an extent of one or more pages, mapped and unmapped as one; its first page
+  // (the head) holds the chunk and the extent's state (idle, marker, events, generation).
   struct Page {
-    Chunk chunk;                 // valid while mapped
+    Chunk chunk;                 // the head's, valid while mapped
+    std::uint32_t extent = 1;    // the head's: pages its chunk backs
+    std::uint32_t from_head = 0;  // pages from the extent's head
     std::uint32_t lent = kOwnChunk;  // the pool chunk it borrowed, or kOwnChunk
     bool parked = false;         // lent, empty, kept mapped
     bool detached = false;       // its chunk went back to the pool; unmapped once events complete
@@ -158,8 +182,16 @@ class PackedArena final : private ChunkBorrower {
   bool map_pages(std::uint64_t first, std::uint64_t last, StreamMask* sync_with,
                  std::vector<std::uint64_t>* mapped_now, std::string* why);
   // The chunk goes back with the streams its users mask names as possibly still running.
+  // index: an extent's head; its whole extent is unmapped.
   void unmap_page(std::uint64_t index);
-  void return_chunk(const Chunk& chunk, std::uint32_t lent);
+  void return_chunk(const Chunk& chunk, std::uint32_t lent, std::uint64_t extent);
+  std::uint64_t head_of(std::uint64_t index) const { return index - pages_[index].from_head; }
+  // The last page of the extent headed at `head`.
+  std::uint64_t extent_end(std::uint64_t head) const { return head + pages_[head].extent - 1; }
+  bool extent_empty(std::uint64_t head) const;
+  // Pages a chunk made now may back: 1 below the high water, where chunks made replace ones
+  // released (an iteration repeated) and must stay free to move page by page.
+  std::uint64_t extent_limit() const;
   // Starts the unmap of an empty page: now if no stream used it, else once its events complete.
   void retire(std::uint64_t index);
   // Where a request of `length` bytes goes, and the streams that used those bytes: among the
@@ -180,9 +212,10 @@ class PackedArena final : private ChunkBorrower {
   void release_tenancy(std::uint64_t first, std::uint64_t last, StreamMask used_by);
   StreamMask pages_used_by(std::uint64_t first, std::uint64_t last) const;
   void drop_marker(Page& page);
-  // Unmaps the idle page emptied longest ago (but for pages first..last) if its GPU work is
-  // done, its chunk going to PhysicalMemory's cache; false otherwise.
-  bool take_idle_chunk(std::uint64_t first, std::uint64_t last);
+  // Unmaps the idle extent emptied longest ago (none overlapping pages first..last) if its GPU
+  // work is done, its chunk going to PhysicalMemory's cache (or released, several pages);
+  // the bytes it backed, 0 when there is none.
+  std::uint64_t take_idle_chunk(std::uint64_t first, std::uint64_t last);
   // Large pages: a chunk of the page's size for a page of first..last: a spare one, one of the
   // arena's own idle pages whose GPU work is done, or a new one.
   std::optional<Chunk> large_page_chunk(std::uint64_t first, std::uint64_t last);
@@ -196,6 +229,7 @@ class PackedArena final : private ChunkBorrower {
   Reclaim reclaim_;
   std::uint64_t page_granules_;
   std::uint64_t granularity_;  // the page size: page_granules_ granules
+  ArenaExtents extents_;
   std::uint64_t reservation_bytes_;
   // Large pages: chunks of unmapped idle pages taken for another page of the arena, and whether
   // unmap_page keeps the chunk there (take_idle_chunk for the arena itself) or releases it.

@@ -74,6 +74,9 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
   } else if (key == "online_page") {
     c.online_page = parse_size(key, value);
     if (c.online_page > (1ull << 30)) bad_value(key, value, "a byte size up to 1GiB");
+  } else if (key == "extent_size") {
+    c.extent_size = parse_size(key, value);
+    if (c.extent_size > (1ull << 30)) bad_value(key, value, "a byte size up to 1GiB");
   } else if (key == "capacity") {
     c.capacity = parse_size(key, value);
   } else if (key == "auto_step") {
@@ -107,7 +110,7 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
   } else {
     throw ConfigError("STALLOC_CONF: unknown key '" + std::string(key) +
                       "': known keys are backend, mode, profile_iterations, granularity, "
-                      "small_size, large_size, online_page, capacity, max_mappings, auto_step, plan_cache_size, record_trace, windows, "
+                      "small_size, large_size, online_page, extent_size, capacity, max_mappings, auto_step, plan_cache_size, record_trace, windows, "
                       "lookahead, varying_sizes, peer_access, log");
   }
 }
@@ -135,7 +138,7 @@ std::string format_runtime_config(const RuntimeConfig& c) {
   out << "backend:" << c.backend << ",mode:" << (c.mode_auto ? "auto" : plan_mode_name(c.mode))
       << ",profile_iterations:" << c.profile_iterations << ",granularity:" << c.granularity
       << ",small_size:" << c.small_size << ",large_size:" << c.large_size
-      << ",online_page:" << c.online_page
+      << ",online_page:" << c.online_page << ",extent_size:" << c.extent_size
       << ",capacity:" << c.capacity << ",max_mappings:" << c.max_mappings
       << ",auto_step:" << (c.auto_step ? "true" : "false")
       << ",plan_cache_size:" << c.plan_cache_size

@@ -44,6 +44,10 @@ struct RuntimeConfig {
   // is installed (profiling, workloads never planned), rounded down to a multiple of the
   // granularity; 0 (or up to twice the granularity) keeps pages of the granularity.
   std::uint64_t online_page = 0;
+  // The largest chunk a packed arena makes for a run of fresh pages an allocation needs, while
+  // memory grows past its high water (packed_arena.h, extents; at most 1/256 of the memory
+  // held); 0 (or up to the granularity): a chunk per page. 12 MiB: docs/runtime.md, "Extents".
+  std::uint64_t extent_size = std::uint64_t{12} << 20;
   std::uint64_t capacity = 0;              // bytes of physical memory; 0: unlimited
   std::uint64_t max_mappings = 0;          // live chunk mappings allowed; 0: the driver's limit
   bool auto_step = true;                   // detect iteration boundaries when step() is never called

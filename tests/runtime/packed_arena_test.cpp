@@ -19,13 +19,13 @@ constexpr std::uint64_t kReservation = 1024 * kG;
 
 struct ArenaFixture {
   explicit ArenaFixture(std::uint64_t capacity = 0, std::uint64_t idle_pages = 0,
-                        std::uint64_t page_granules = 1)
+                        std::uint64_t page_granules = 1, ArenaExtents extents = {})
       : host(host_driver()),
         driver(*host),
         sync(driver),
         memory(driver, kG, capacity),
         arena(driver, memory, sync, kReservation, 0, idle_pages * kG, nullptr, nullptr,
-              page_granules) {}
+              page_granules, extents) {}
   std::unique_ptr<vmm::Driver> host;
   vmm::FaultInjectingDriver driver;
   StreamSync sync;
@@ -421,7 +421,7 @@ struct TwoArenas {
         memory(*host, kG, 0),
         first(*host, memory, sync, kReservation, 0, 1024 * kG),
         second(*host, memory, sync, kReservation, stream, 1024 * kG, nullptr,
-               [this](PackedArena*) { return first.give_idle_chunk(); }, page_granules) {}
+               [this](PackedArena*) { return first.give_idle_chunk() > 0; }, page_granules) {}
   // `pages` pages of `first` made and emptied: kept mapped, idle.
   void idle_pages_in_first(std::uint64_t pages) {
     std::string why;
@@ -872,6 +872,171 @@ TEST(PackedArena, LendingUnderRandomReclaimsNeverSharesAByte) {
   EXPECT_EQ(f.lender.lent(), 0u);
   for (std::uint32_t c = 0; c < 8; ++c) f.driver.unmap(view + c * kG, kG);
   f.driver.free_reservation(view, 8 * kG);
+}
+
+// Extents (an arena that makes one chunk for a run of up to 8 fresh pages at its high water).
+ArenaFixture extent_arena(std::uint64_t held_share = 0) {
+  return ArenaFixture(0, 1024, 1, ArenaExtents{8, held_share});
+}
+
+TEST(PackedArena, ARunOfFreshPagesIsOneChunkAtTheHighWater) {
+  ArenaFixture f = extent_arena();
+  std::string why;
+  const auto before = f.driver.counters();
+  vmm::DevicePtr p = f.arena.allocate(5 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  auto now = f.driver.counters();
+  EXPECT_EQ(now.creates - before.creates, 1u);
+  EXPECT_EQ(now.maps - before.maps, 1u);
+  EXPECT_EQ(now.set_accesses - before.set_accesses, 1u);
+  EXPECT_EQ(f.arena.mapped_pages(), 5u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 5 * kG);
+  fill(p, 5 * kG, 3);
+  EXPECT_TRUE(holds(p, 5 * kG, 3));
+  // Freed, it stays mapped; made again, it costs no call.
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+  const auto kept = f.driver.counters();
+  p = f.arena.allocate(5 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  now = f.driver.counters();
+  EXPECT_EQ(now.creates + now.maps + now.set_accesses,
+            kept.creates + kept.maps + kept.set_accesses);
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+  // Given up, the chunk is released whole (no page-sized chunk to cache).
+  const auto released = f.driver.counters().releases;
+  EXPECT_EQ(f.arena.give_idle_chunk(), 5 * kG);
+  EXPECT_EQ(f.driver.counters().releases, released + 1);
+  EXPECT_EQ(f.driver.counters().unmaps - now.unmaps, 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+  EXPECT_EQ(f.memory.cached_bytes(), 0u);
+  EXPECT_EQ(f.arena.mapped_pages(), 0u);
+}
+
+TEST(PackedArena, BelowTheHighWaterEachPageGetsItsOwnChunk) {
+  ArenaFixture f = extent_arena();
+  std::string why;
+  vmm::DevicePtr p = f.arena.allocate(4 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+  ASSERT_EQ(f.arena.give_idle_chunk(), 4 * kG);
+  ASSERT_EQ(f.memory.high_water_bytes(), 4 * kG);
+  // Memory held again below the most ever held: a chunk per page, free to move one by one.
+  const auto before = f.driver.counters();
+  p = f.arena.allocate(3 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_EQ(f.driver.counters().creates - before.creates, 3u);
+  EXPECT_EQ(f.driver.counters().maps - before.maps, 3u);
+  fill(p, 3 * kG, 4);
+  EXPECT_TRUE(holds(p, 3 * kG, 4));
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.arena.give_idle_chunk(), kG);
+  EXPECT_EQ(f.memory.cached_bytes(), kG);
+}
+
+TEST(PackedArena, AnExtentIsIdleOnlyWhenAllItsPagesAreEmpty) {
+  ArenaFixture f = extent_arena();
+  std::string why;
+  vmm::DevicePtr x = f.arena.allocate(4 * kG, 0, &why);
+  ASSERT_NE(x, 0u) << why;
+  EXPECT_TRUE(f.arena.free(x, StreamSync::bit(0)));
+  // A small tensor on its first page, a larger one over the rest: no call, the extent in use.
+  const auto before = f.driver.counters();
+  vmm::DevicePtr y = f.arena.allocate(kG / 2, 0, &why);
+  ASSERT_NE(y, 0u) << why;
+  EXPECT_EQ(y, x);
+  vmm::DevicePtr z = f.arena.allocate(3 * kG, 0, &why);
+  ASSERT_NE(z, 0u) << why;
+  EXPECT_EQ(f.driver.counters().maps, before.maps);
+  EXPECT_EQ(f.arena.give_idle_chunk(), 0u);
+  fill(y, kG / 2, 1);
+  fill(z, 3 * kG, 2);
+  // Three of its pages are empty once z goes, but y holds the fourth: nothing to give.
+  EXPECT_TRUE(f.arena.free(z, StreamSync::bit(0)));
+  EXPECT_TRUE(holds(y, kG / 2, 1));
+  EXPECT_EQ(f.arena.give_idle_chunk(), 0u);
+  EXPECT_EQ(f.arena.occupied_own_pages(), 4u);
+  EXPECT_EQ(f.arena.mapped_pages(), 4u);
+  EXPECT_TRUE(f.arena.free(y, StreamSync::bit(0)));
+  EXPECT_EQ(f.arena.occupied_own_pages(), 0u);
+  EXPECT_EQ(f.arena.give_idle_chunk(), 4 * kG);
+  EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+}
+
+// cuMemSetAccess covers whole mappings (the host driver refuses a part of one): an allocation
+// over the last page of one extent and two fresh pages sets access on both extents whole.
+TEST(PackedArena, SetAccessCoversTheExtentsItTouchesWhole) {
+  ArenaFixture f = extent_arena();
+  std::string why;
+  vmm::DevicePtr a = f.arena.allocate(3 * kG + kG / 2, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  ASSERT_EQ(f.arena.mapped_pages(), 4u);
+  const auto before = f.driver.counters();
+  vmm::DevicePtr b = f.arena.allocate(2 * kG, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  EXPECT_EQ(b, a + 3 * kG + kG / 2);
+  const auto now = f.driver.counters();
+  EXPECT_EQ(now.creates - before.creates, 1u);  // pages 4 and 5
+  EXPECT_EQ(now.set_accesses - before.set_accesses, 1u);
+  EXPECT_EQ(now.set_access_bytes - before.set_access_bytes, 6 * kG);
+  fill(a, 3 * kG + kG / 2, 8);
+  fill(b, 2 * kG, 9);
+  EXPECT_TRUE(holds(a, 3 * kG + kG / 2, 8));
+  EXPECT_TRUE(holds(b, 2 * kG, 9));
+  EXPECT_TRUE(f.arena.free(a, StreamSync::bit(0)));
+  EXPECT_TRUE(f.arena.free(b, StreamSync::bit(0)));
+  EXPECT_EQ(f.arena.give_idle_chunk() + f.arena.give_idle_chunk(), 6 * kG);
+  EXPECT_EQ(f.driver.counters().live_mappings, before.live_mappings - 1);
+}
+
+// At most 1/4 of the memory held: the limit grows with it. Pages made as memory is held
+// (granules): 0..7 one at a time (held 8), then runs of 2 at 8 and 10, 3 at 12, the last one
+// alone at 15.
+TEST(PackedArena, AnExtentIsBoundedByTheMemoryHeld) {
+  ArenaFixture f = extent_arena(4);
+  std::string why;
+  const auto before = f.driver.counters();
+  vmm::DevicePtr p = f.arena.allocate(16 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_EQ(f.driver.counters().creates - before.creates, 12u);
+  EXPECT_EQ(f.driver.counters().maps - before.maps, 12u);
+  fill(p, 16 * kG, 5);
+  EXPECT_TRUE(holds(p, 16 * kG, 5));
+  EXPECT_TRUE(f.arena.free(p, StreamSync::bit(0)));
+}
+
+// A failed map or set-access leaves nothing behind; where the run's chunk cannot be made, its
+// first page takes a chunk of its own and the rest of the run tries again.
+TEST(PackedArena, ExtentFailuresAreRolledBackOrFallBackToPages) {
+  for (vmm::CallMask kind : {vmm::CallMask::Map, vmm::CallMask::SetAccess}) {
+    ArenaFixture f = extent_arena();
+    std::string why;
+    vmm::DevicePtr keep = f.arena.allocate(100, 0, &why);
+    ASSERT_NE(keep, 0u) << why;
+    const auto mappings = f.driver.counters().live_mappings;
+    f.driver.fail_nth(1, kind);
+    EXPECT_EQ(f.arena.allocate(3 * kG, 0, &why), 0u);
+    EXPECT_EQ(f.driver.counters().live_mappings, mappings);
+    EXPECT_EQ(f.arena.mapped_pages(), 1u);
+    EXPECT_EQ(f.memory.reserved_bytes(), kG);
+    vmm::DevicePtr p = f.arena.allocate(3 * kG, 0, &why);
+    ASSERT_NE(p, 0u) << why;
+    fill(p, 3 * kG, 7);
+    EXPECT_TRUE(holds(p, 3 * kG, 7));
+  }
+  ArenaFixture f = extent_arena();
+  std::string why;
+  vmm::DevicePtr keep = f.arena.allocate(100, 0, &why);
+  ASSERT_NE(keep, 0u) << why;
+  const auto before = f.driver.counters();
+  f.driver.fail_nth(1, vmm::CallMask::Create);
+  vmm::DevicePtr p = f.arena.allocate(3 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  // Page 1 on a chunk of its own, then pages 2 and 3 on one.
+  EXPECT_EQ(f.driver.counters().creates - before.creates, 2u);
+  EXPECT_EQ(f.driver.counters().maps - before.maps, 2u);
+  EXPECT_EQ(f.arena.mapped_pages(), 4u);
+  fill(p, 3 * kG, 7);
+  EXPECT_TRUE(holds(p, 3 * kG, 7));
 }
 
 }  // namespace

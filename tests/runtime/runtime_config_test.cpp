@@ -16,6 +16,7 @@ TEST(RuntimeConfig, EmptyGivesDefaults) {
   EXPECT_EQ(c.small_size, 1u << 20);
   EXPECT_EQ(c.large_size, 16u << 20);
   EXPECT_EQ(c.online_page, 0u);
+  EXPECT_EQ(c.extent_size, 12u << 20);
   EXPECT_EQ(c.max_mappings, 0u);
   EXPECT_EQ(c.capacity, 0u);
   EXPECT_TRUE(c.auto_step);
@@ -25,7 +26,7 @@ TEST(RuntimeConfig, EmptyGivesDefaults) {
 TEST(RuntimeConfig, ParsesEveryKey) {
   RuntimeConfig c = parse_runtime_config(
       "backend:host, mode:windowed,profile_iterations:3,granularity:64KiB,small_size:4096,"
-      "large_size:0,online_page:20MiB,capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
+      "large_size:0,online_page:20MiB,extent_size:4MiB,capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
       "lookahead:4,varying_sizes:dynamic,peer_access:all,log:/tmp/stalloc.log");
   EXPECT_EQ(c.backend, "host");
   EXPECT_EQ(c.mode, PlanMode::Windowed);
@@ -34,6 +35,7 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   EXPECT_EQ(c.small_size, 4096u);
   EXPECT_EQ(c.large_size, 0u);
   EXPECT_EQ(c.online_page, 20u << 20);
+  EXPECT_EQ(c.extent_size, 4u << 20);
   EXPECT_EQ(c.capacity, 24ull << 30);
   EXPECT_FALSE(c.auto_step);
   EXPECT_EQ(c.plan_cache_size, 2u);
