@@ -33,6 +33,13 @@ for r in d["results"]:
 pt = d["results"][0]
 assert pt["peak_reserved_bytes"] == 20 << 20 and abs(pt["utilization"] - 0.5) < 1e-9, pt
 assert pt["driver_calls_per_iteration"] == 0, pt  # the cached segment serves iteration 1
+# Calls by kind, iteration by iteration: the last is driver_calls; PyTorch's first makes its
+# one 20 MiB segment (one cudaMalloc), the second nothing.
+for r in d["results"]:
+    by_it = r["driver_calls_per_iteration_by_kind"]
+    assert len(by_it) == r["iterations"] == 2, r
+    assert by_it[-1] == r["driver_calls"], r
+assert pt["driver_calls_per_iteration_by_kind"] == [{"cuda_malloc": 1}, {}], pt
 PY
 
 # Under a capacity of 12 MiB even the first 5 MiB tensor fails: PyTorch asks for a 20 MiB segment.

@@ -202,12 +202,18 @@ void print_iteration_times(const std::vector<SimResult>& results, std::size_t al
   std::printf("\nest. = estimated allocator driver time from the cost table (docs/driver_costs.md), no GPU measured\n");
 }
 
-void write_calls(JsonWriter& j, std::string_view key, const vmm::CallTally& calls) {
-  j.key(key).begin_object();
+// {kind: calls} of the kinds called at least once.
+void write_call_object(JsonWriter& j, const vmm::CallTally& calls) {
+  j.begin_object();
   for (std::size_t k = 0; k < vmm::kCallKinds; ++k) {
     if (calls.calls[k] != 0) j.field(vmm::call_kind_name(static_cast<vmm::CallKind>(k)), calls.calls[k]);
   }
   j.end_object();
+}
+
+void write_calls(JsonWriter& j, std::string_view key, const vmm::CallTally& calls) {
+  j.key(key);
+  write_call_object(j, calls);
 }
 
 void print_sweep(const std::vector<SweepResult>& sweep, std::uint64_t capacity) {
@@ -252,6 +258,9 @@ void print_json(const std::vector<SimResult>& results, const std::vector<SweepRe
         .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()));
     j.key("est_allocator_seconds_per_iteration").begin_array();
     for (double seconds : t.allocator_seconds) j.value(seconds);
+    j.end_array();
+    j.key("driver_calls_per_iteration_by_kind").begin_array();
+    for (const vmm::CallTally& calls : r.iteration_calls) write_call_object(j, calls);
     j.end_array()
         .field("milliseconds", r.milliseconds)
         .end_object();
