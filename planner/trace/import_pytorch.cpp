@@ -363,4 +363,9 @@ std::vector<Trace> import_pytorch_snapshot(std::string_view pickle_bytes, const 
   return SnapshotReader(input_name).read(doc.root());
 }
 
+bool looks_like_pickle(std::string_view head) {
+  return head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x80 &&
+         head[1] >= 2 && head[1] <= 5;
+}
+
 }  // namespace stalloc

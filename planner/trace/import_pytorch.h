@@ -18,4 +18,8 @@ namespace stalloc {
 // Throws ParseError naming the file, the entry and what was expected.
 std::vector<Trace> import_pytorch_snapshot(std::string_view pickle_bytes, const std::string& input_name);
 
+// The first bytes of a file are a pickle of protocol 2 or later, as torch.cuda.memory's
+// _dump_snapshot writes (the PROTO opcode and its version).
+bool looks_like_pickle(std::string_view head);
+
 }  // namespace stalloc

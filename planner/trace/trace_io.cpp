@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "planner/trace/import_pytorch.h"
 
 namespace stalloc {
 
@@ -488,6 +489,12 @@ TraceFormat trace_format_for(const std::string& path) {
 Trace parse_trace(std::string_view data, const std::string& name_for_errors) {
   if (data.substr(0, kBinaryTraceMagic.size()) == kBinaryTraceMagic) return parse_binary(data, name_for_errors);
   if (data.substr(0, kTextTraceHeader.size()) == kTextTraceHeader) return parse_text(data, name_for_errors);
+  if (looks_like_pickle(data.substr(0, 2))) {
+    throw ParseError(name_for_errors, 1,
+                     "expected 'stalloc-trace 1' header or binary trace magic, got a pickle: a "
+                     "PyTorch memory snapshot? Convert it with `stalloc import pytorch " +
+                         name_for_errors + " -o OUT.trace` (`stalloc sim` reads it as it is)");
+  }
   std::size_t first_line = std::min(data.find('\n'), data.size());
   throw ParseError(
       name_for_errors, 1,

@@ -109,4 +109,23 @@ assert {"fixed_seq128", "nca-inference-b", "embedder-train-expandable-3gpu.dev1"
 stamped = [r for r in results if r["iteration_time_source"] == "time stamps"]
 assert len(stamped) == 14, [r["workload"] for r in results if r not in stamped]
 PY
+# A snapshot given as a TRACE is imported (one workload per device); a command that needs a
+# trace file says how to convert one.
+src=$2
+"$bin" sim "$src/tests/data/snapshots/cnn-optimisation-loop.pickle" \
+  "$src/tests/data/snapshots/embedder-train-expandable-3gpu.pickle" --allocators pytorch --json \
+  > "$tmp/snap.json" 2> /dev/null || fail "sim of a snapshot failed"
+python3 - "$tmp/snap.json" <<'PY' || fail "sim did not import the snapshots"
+import json, sys
+names = [r["workload"] for r in json.load(open(sys.argv[1]))["results"]]
+assert names == ["cnn-optimisation-loop", "embedder-train-expandable-3gpu.dev0",
+                 "embedder-train-expandable-3gpu.dev1", "embedder-train-expandable-3gpu.dev2"], names
+PY
+set +e
+"$bin" replay "$src/tests/data/snapshots/cnn-optimisation-loop.pickle" > /dev/null 2> "$tmp/err.txt"
+status=$?
+set -e
+[ "$status" -ne 0 ] || fail "replay took a pickle as a trace"
+grep -q "a PyTorch memory snapshot? Convert it with \`stalloc import pytorch" "$tmp/err.txt" ||
+  fail "no conversion hint: $(cat "$tmp/err.txt")"
 echo "sim.sh: ok"

@@ -44,7 +44,8 @@ constexpr const char* kUsage =
     "the GPU (an estimate from the cost table in docs/driver_costs.md) as a share of the iteration\n"
     "(time stamps of a real trace, or FLOPs at 40% MFU for a preset). The stalloc rows run the\n"
     "runtime itself (src/) on a driver that keeps the books but holds no memory.\n"
-    "  TRACE               a trace file (text or binary)\n"
+    "  TRACE               a trace file (text or binary), or a PyTorch memory snapshot\n"
+    "                      (torch.cuda.memory._dump_snapshot: one workload per device)\n"
     "  --preset NAME       a generator preset (repeatable; `stalloc gen --list` lists them)\n"
     "  --suite default     every preset except tiny (also what runs when no workload is given)\n"
     "  --suite real        the libtorch captures in tests/data/real and the real GPU snapshots in\n"
@@ -353,6 +354,13 @@ int sim(const std::vector<std::string>& raw) {
     has_suite = true;
   }
 
+  // A snapshot given as a TRACE: read as such rather than refused as a trace without a header.
+  auto is_pickle_file = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    char head[2] = {0, 0};
+    in.read(head, 2);
+    return in.gcount() == 2 && looks_like_pickle(std::string_view(head, 2));
+  };
   std::vector<std::unique_ptr<Workload>> workloads;
   auto add_preset = [&](const std::string& name) {
     auto w = std::make_unique<Workload>();
@@ -368,6 +376,19 @@ int sim(const std::vector<std::string>& raw) {
     w->load = [path] { return read_trace(path); };
     workloads.push_back(std::move(w));
   };
+  // A PyTorch memory snapshot: one workload per device traced, imported as `stalloc import
+  // pytorch` would.
+  auto add_snapshot = [&](const std::string& path) {
+    const std::string bytes = read_file_bytes(path);
+    const std::vector<Trace> devices = import_pytorch_snapshot(bytes, path);
+    for (const Trace& t : devices) {
+      auto w = std::make_unique<Workload>();
+      w->name = trace_stem(std::filesystem::path(path).stem().string()) +
+                (devices.size() > 1 ? ".dev" + std::to_string(t.device) : "");
+      w->load = [t] { return t; };
+      workloads.push_back(std::move(w));
+    }
+  };
   if (has_suite) {
     if (suite == "default") {
       for (const PresetInfo& p : presets()) {
@@ -376,24 +397,19 @@ int sim(const std::vector<std::string>& raw) {
     } else if (suite == "real") {
       // The libtorch captures, then the real GPU snapshots, one workload per device traced.
       for (const std::string& path : files_in(data_dir("real"), ".trace")) add_file(path);
-      for (const std::string& path : files_in(data_dir("snapshots"), ".pickle")) {
-        std::ifstream in(path, std::ios::binary);
-        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const std::vector<Trace> devices = import_pytorch_snapshot(bytes, path);
-        for (const Trace& t : devices) {
-          auto w = std::make_unique<Workload>();
-          w->name = trace_stem(std::filesystem::path(path).stem().string()) +
-                    (devices.size() > 1 ? ".dev" + std::to_string(t.device) : "");
-          w->load = [t] { return t; };
-          workloads.push_back(std::move(w));
-        }
-      }
+      for (const std::string& path : files_in(data_dir("snapshots"), ".pickle")) add_snapshot(path);
     } else {
       throw UsageError("--suite: expected default or real, got '" + suite + "'");
     }
   }
   for (const std::string& name : preset_names) add_preset(name);
-  for (const std::string& path : files) add_file(path);
+  for (const std::string& path : files) {
+    if (is_pickle_file(path)) {
+      add_snapshot(path);
+    } else {
+      add_file(path);
+    }
+  }
   if (workloads.empty()) throw UsageError("no workload: give trace files, --preset NAME or --suite default|real");
   if (swept) {
     for (const auto& w : workloads) {
