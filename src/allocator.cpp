@@ -906,6 +906,7 @@ void Runtime::install_finished(std::uint32_t made_before) {
       log("stalloc runtime: the plan skips " + std::to_string(skipped) +
           " pool chunks held by tensors of disowned plans");
     }
+    wait_before_pool_growth(f.plan->num_chunks);
     auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_, mapping_room(),
                                        &why);
     if (!plan && tried != PlanMode::Windowed) {
@@ -937,6 +938,15 @@ void Runtime::install_finished(std::uint32_t made_before) {
   // The pool took what it needed from the cache; the rest was the profiling iterations' and
   // would only sit beside the pool.
   if (installed) memory_.trim();
+}
+
+void Runtime::wait_before_pool_growth(std::uint64_t chunks) {
+  const std::uint64_t growth = chunks > pool_.size() ? (chunks - pool_.size()) * granularity_ : 0;
+  if (growth == 0 || memory_.reserved_bytes() + growth <= memory_.high_water_bytes()) return;
+  if (!unmaps_pending() && dedicated_.cached_bytes() == 0) return;
+  ++stats_.install_waits;
+  wait_for_unmaps();
+  release_idle_unplanned();
 }
 
 bool Runtime::declines(const ChunkPlan& plan, std::string* why) const {

@@ -127,6 +127,13 @@ class Runtime {
   bool declines(const ChunkPlan& plan, std::string* why) const;
   // Installs the plans finished in the background from iterations before `made_before`.
   void install_finished(std::uint32_t made_before = UINT32_MAX);
+  // Before the pool grows to `chunks` for a plan about to be installed: where that would take
+  // the runtime past the most it ever held while emptied pages and cached ranges still wait for
+  // the GPU (their unmaps pending, so their chunks are not yet the pool's to take), one host
+  // wait for the device first. Without it the pool was made beside them: under a GPU lag of 3
+  // queries, llama3-8b-64k-cp4 held 62.8% utilization, 99.1% with it (docs/runtime.md,
+  // "Waiting for the GPU at an install").
+  void wait_before_pool_growth(std::uint64_t chunks);
   // Chunk mappings a plan installed now may hold: the live mappings limit (max_mappings, else
   // the driver's) less what is mapped already and an eighth for the unplanned paths.
   std::uint64_t plan_mapping_room() const;

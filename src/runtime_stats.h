@@ -43,6 +43,9 @@ struct RuntimeStats {
   std::uint64_t plans_pending = 0;         // being planned in the background
   std::uint64_t plans_retiring = 0;        // evicted, mapped until the GPU is done with them
   std::uint64_t plans_unmapped = 0;        // installed, mapped at their first match
+  // Host waits for the device at a plan's install: its pool would have grown past the most ever
+  // held beside emptied memory the GPU may still use (Runtime::install_finished).
+  std::uint64_t install_waits = 0;
   std::uint64_t stream_waits = 0;          // cuStreamWaitEvent calls for chunks changing stream
   std::uint64_t stream_waits_on_marks = 0; // of those, waits on a free mark (not an event recorded at the reuse)
   std::uint64_t invalid_frees = 0;         // frees of pointers the runtime did not hand out

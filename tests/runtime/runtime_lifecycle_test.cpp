@@ -251,6 +251,27 @@ TEST(RuntimeLifecycle, ExtentsCutTheCreatesOfAnOnlineWorkload) {
   EXPECT_LE(peak[1], peak[0]);
 }
 
+// A plan installed while the GPU is behind (events complete only after 3 queries): the pages
+// the profiled iterations emptied still wait for their events, so the pool, made now, would sit
+// beside them. One wait for the device first: the pool takes their chunks, and the runtime
+// holds no more than it does when the GPU keeps up.
+TEST(RuntimeLifecycle, APlanInstalledWhileTheGpuIsBehindWaitsRatherThanGrowBeside) {
+  const Trace trace = periodic_trace(4, 6 * kG + 4096);
+  std::uint64_t peak[2] = {0, 0};
+  for (const std::uint32_t lag : {0u, 3u}) {
+    vmm::HostDriverOptions o;
+    o.granularity = kG;
+    o.lag.queries = lag;
+    auto driver = vmm::make_host_driver(o);
+    Runtime rt(test_config(), *driver);
+    const ReplayResult r = replay_verified(rt, trace);
+    EXPECT_EQ(rt.stats().plan_installs, 1u) << lag;
+    EXPECT_EQ(rt.stats().install_waits, lag > 0 ? 1u : 0u);
+    peak[lag > 0 ? 1 : 0] = r.peak_reserved_bytes;
+  }
+  EXPECT_LE(peak[1], peak[0]);
+}
+
 // Gradients made in backward and freed by the next step's zero_grad: planned wrapped around
 // the iteration's end, they share chunks with the forward's activations, every request of the
 // planned iterations takes its slot and the data survive.
