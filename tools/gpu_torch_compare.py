@@ -184,7 +184,7 @@ def main():
         s = stalloc.stats()["devices"]["0"]
         peak_reserved, peak_allocated = s["peak_reserved_bytes"], s["peak_allocated_bytes"]
         extra = {k: s[k] for k in ("matches", "misses", "conflicts", "plan_installs", "plan_failures",
-                                   "plans_declined", "vmm_calls", "live_mappings",
+                                   "plans_declined", "install_waits", "vmm_calls", "live_mappings",
                                    "last_plan_error")}
         extra["stalloc_conf"] = args.stalloc_conf
         extra["integration"] = stalloc.integration()

@@ -69,6 +69,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["gpu_lag"] == 3 and d["gpu_lag_seed"] == 5, d
 assert d["verify_errors"] == 0 and d["failed_allocations"] == 0 and d["plan_installs"] >= 1, d
+# The install found the profiled iteration's last pages still waiting for the GPU: it waited
+# once rather than make the pool beside them.
+assert d["install_waits"] == 1, d
 PY
 if "$bin" replay "$tmp/tiny.trace" --gpu-lag-seed 5 > /dev/null 2> "$tmp/err.txt"; then fail "a seed without a lag accepted"; fi
 grep -q -- "--gpu-lag-seed needs --gpu-lag" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
