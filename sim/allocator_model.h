@@ -20,6 +20,10 @@ struct ModelOptions {
   std::string pytorch_conf;          // PYTORCH_CUDA_ALLOC_CONF-style string for the pytorch models
   std::uint64_t stitch_threshold = 512ull << 20;  // gmlake: smallest request it stitches
   std::string stalloc_conf;          // STALLOC_CONF for the runtime's rows ("stalloc", ...)
+  // The runtime's rows: its events complete only after this many queries, as on a GPU running
+  // behind the host (vmm/host_driver.h, HostLag); 0: at once. The PyTorch models reuse memory
+  // in stream order and wait for nothing, so lag changes nothing there.
+  std::uint32_t gpu_lag = 0;
 };
 
 class AllocatorModel {

@@ -9,18 +9,20 @@
 namespace stalloc {
 namespace {
 
-vmm::HostDriverOptions unbacked(std::uint64_t granularity) {
+vmm::HostDriverOptions unbacked(std::uint64_t granularity, std::uint32_t gpu_lag) {
   vmm::HostDriverOptions options;
   options.granularity = granularity;
   options.backed = false;
+  options.lag.queries = gpu_lag;
   return options;
 }
 
 class RuntimeModel final : public AllocatorModel {
  public:
-  RuntimeModel(std::string_view name, const RuntimeConfig& config, std::uint64_t granularity)
+  RuntimeModel(std::string_view name, const RuntimeConfig& config, std::uint64_t granularity,
+               std::uint32_t gpu_lag)
       : name_(name),
-        driver_(vmm::make_host_driver(unbacked(granularity))),
+        driver_(vmm::make_host_driver(unbacked(granularity, gpu_lag))),
         runtime_(config, *driver_) {}
 
   std::string_view name() const override { return name_; }
@@ -68,7 +70,7 @@ std::unique_ptr<AllocatorModel> make_runtime_model(std::string_view name, const 
   if (conf.find("auto_step") == std::string::npos) config.auto_step = false;
   if (config.granularity == 0) config.granularity = options.granularity;
   if (config.capacity == 0) config.capacity = options.capacity;
-  return std::make_unique<RuntimeModel>(name, config, options.granularity);
+  return std::make_unique<RuntimeModel>(name, config, options.granularity, options.gpu_lag);
 }
 
 }  // namespace stalloc

@@ -109,6 +109,22 @@ assert {"fixed_seq128", "nca-inference-b", "embedder-train-expandable-3gpu.dev1"
 stamped = [r for r in results if r["iteration_time_source"] == "time stamps"]
 assert len(stamped) == 14, [r["workload"] for r in results if r not in stamped]
 PY
+# --gpu-lag: the stalloc rows' events complete late; the same requests, so the same peak
+# allocated, and at least as much reserved; the PyTorch rows do not change.
+"$bin" sim --preset tiny --allocators stalloc,pytorch --json > "$tmp/nolag.json" 2> /dev/null
+"$bin" sim --preset tiny --allocators stalloc,pytorch --gpu-lag 3 --json > "$tmp/lag.json" 2> /dev/null
+python3 - "$tmp/nolag.json" "$tmp/lag.json" <<'PY' || fail "--gpu-lag"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["gpu_lag"] == 0 and b["gpu_lag"] == 3, (a["gpu_lag"], b["gpu_lag"])
+(sa, pa), (sb, pb) = a["results"], b["results"]
+assert sa["allocator"] == sb["allocator"] == "stalloc", (sa, sb)
+assert sa["peak_allocated_bytes"] == sb["peak_allocated_bytes"], (sa, sb)
+assert sb["peak_reserved_bytes"] >= sa["peak_reserved_bytes"], (sa, sb)
+assert pa["peak_reserved_bytes"] == pb["peak_reserved_bytes"], (pa, pb)
+PY
+expect_error "--gpu-lag: expected a number of queries" --preset tiny --gpu-lag x
+
 # A snapshot given as a TRACE is imported (one workload per device); a command that needs a
 # trace file says how to convert one.
 src=$2

@@ -37,7 +37,7 @@ constexpr const char* kUsage =
     "usage: stalloc sim [TRACE... | --preset NAME... | --suite default|real] [--capacity BYTES]\n"
     "                   [--granularity BYTES] [--allocators LIST] [--pytorch-conf CONF]\n"
     "                   [--stalloc-conf CONF] [--gpu a100|h100|h200] [--json] [--report DIR]\n"
-    "                   [--sweep mbs|seq --capacity BYTES] [--jobs N]\n\n"
+    "                   [--sweep mbs|seq --capacity BYTES] [--gpu-lag N] [--jobs N]\n\n"
     "Replays each workload through each allocator model and prints peak allocated, peak reserved,\n"
     "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls in the\n"
     "costliest warm-up iteration and in the steady (last) one, and what those calls would cost on\n"
@@ -56,6 +56,9 @@ constexpr const char* kUsage =
     "  --allocators LIST   comma-separated models; default all of them\n"
     "  --pytorch-conf CONF PYTORCH_CUDA_ALLOC_CONF for the pytorch and gmlake models\n"
     "  --stalloc-conf CONF STALLOC_CONF for the stalloc rows (the runtime), e.g. granularity:32MiB\n"
+    "  --gpu-lag N         the stalloc rows' events complete only after N queries, as on a GPU\n"
+    "                      running behind the host (default 0: at once); the PyTorch models reuse\n"
+    "                      memory in stream order and wait for no event\n"
     "  --gpu NAME          the cost table and peak FLOPs: a100 (default), h100, or h200\n"
     "                      (h200: VMM costs measured on one, docs/results/2026-12-04-h200.md)\n"
     "  --json              print {\"results\": [...], \"sweep\": [...] or null} instead of the table\n"
@@ -228,7 +231,8 @@ void print_sweep(const std::vector<SweepResult>& sweep, std::uint64_t capacity) 
   }
 }
 
-void print_json(const std::vector<SimResult>& results, const std::vector<SweepResult>& sweep, bool swept) {
+void print_json(const std::vector<SimResult>& results, const std::vector<SweepResult>& sweep, bool swept,
+                std::uint32_t gpu_lag) {
   JsonWriter j(std::cout);
   j.begin_object().key("results").begin_array();
   for (const SimResult& r : results) {
@@ -283,6 +287,7 @@ void print_json(const std::vector<SimResult>& results, const std::vector<SweepRe
     }
     j.end_array();
   }
+  j.field("gpu_lag", static_cast<std::uint64_t>(gpu_lag));
   j.end_object();
   std::cout << "\n";
 }
@@ -306,6 +311,11 @@ int sim(const std::vector<std::string>& raw) {
   }
   args.option("--pytorch-conf", &options.pytorch_conf);
   args.option("--stalloc-conf", &options.stalloc_conf);
+  if (args.option("--gpu-lag", &text)) {
+    const auto n = parse_u64(text);
+    if (!n || *n > 1000) throw UsageError("--gpu-lag: expected a number of queries from 0 to 1000, got '" + text + "'");
+    options.gpu_lag = static_cast<std::uint32_t>(*n);
+  }
   std::string gpu_name = "a100";
   args.option("--gpu", &gpu_name);
   const GpuSpec* gpu = find_gpu_spec(gpu_name);
@@ -454,11 +464,16 @@ int sim(const std::vector<std::string>& raw) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (json) {
-    print_json(results, sweep, swept);
+    print_json(results, sweep, swept, options.gpu_lag);
   } else {
     print_table(results, options.capacity);
     print_iteration_times(results, allocators.size());
     if (swept) print_sweep(sweep, options.capacity);
+    if (options.gpu_lag > 0) {
+      std::printf("stalloc rows under a GPU lag of %u queries: memory the GPU may still use is not "
+                  "moved or released until its events complete\n",
+                  options.gpu_lag);
+    }
   }
   if (report) {
     ReportInput input;
