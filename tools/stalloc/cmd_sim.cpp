@@ -10,7 +10,6 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -61,7 +60,8 @@ constexpr const char* kUsage =
     "                      memory in stream order and wait for no event\n"
     "  --gpu NAME          the cost table and peak FLOPs: a100 (default), h100, or h200\n"
     "                      (h200: VMM costs measured on one, docs/results/2026-12-04-h200.md)\n"
-    "  --json              print {\"results\": [...], \"sweep\": [...] or null} instead of the table\n"
+    "  --json              print {\"results\": [...], \"sweep\": [...] or null, \"gpu_lag\": N}\n"
+    "                      instead of the table\n"
     "  --report DIR        write DIR/index.html with the table, the sweep and plots\n"
     "  --sweep mbs|seq     for each preset and allocator, the largest micro-batch or sequence\n"
     "                      length that runs without OOM under --capacity\n"
