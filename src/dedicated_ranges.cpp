@@ -7,6 +7,12 @@
 
 namespace stalloc {
 
+namespace {
+// A miss the GPU leaves nothing to release for takes a cached range at most 1/kLargerShare
+// larger than it needs (dedicated_ranges.h).
+constexpr std::uint64_t kLargerShare = 8;
+}  // namespace
+
 DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
                                  Reclaim reclaim)
     : driver_(driver),
@@ -58,18 +64,10 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
   // The most recently freed range of the same size: its pages are the likeliest to be warm.
   for (auto it = cached_.rbegin(); it != cached_.rend(); ++it) {
     if (it->bytes != bytes) continue;
-    if (!sync_.order_after(it->users, stream, it->freed)) break;
-    Range r = std::move(*it);
-    cached_.erase(std::next(it).base());
-    cached_bytes_ -= r.bytes;
-    markers_.release(r.marker);
-    r.marker = FreeMarkers::kNone;
-    r.size = size;
-    r.users = StreamSync::bit(stream);
-    live_bytes_ += size;
-    const vmm::DevicePtr address = r.address;
-    live_.emplace(address, std::move(r));
-    return address;
+    if (const vmm::DevicePtr address = take_cached(std::next(it).base(), size, stream)) {
+      return address;
+    }
+    break;
   }
   // Below the most ever held, a new chunk costs no memory that counts: cached ranges stay for
   // their next tensor (releasing one and making another is two calls that may be undone at the
@@ -78,8 +76,19 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
                                                                    memory_.reserved_bytes());
   if (bytes > room) {
     const std::uint64_t over = bytes - room;
-    if (const std::uint64_t released = release_for(over); released < over && reclaim_) {
-      reclaim_(over - released);
+    if (const std::uint64_t released = release_for(over); released < over) {
+      // What is left cached, the GPU still uses (release_for took all it could).
+      auto fit = cached_.end();
+      for (auto it = cached_.begin(); it != cached_.end(); ++it) {
+        if (it->bytes > bytes && it->bytes <= bytes + bytes / kLargerShare &&
+            (fit == cached_.end() || it->bytes < fit->bytes)) {
+          fit = it;
+        }
+      }
+      if (fit != cached_.end()) {
+        if (const vmm::DevicePtr address = take_cached(fit, size, stream)) return address;
+      }
+      if (reclaim_) reclaim_(over - released);
     }
   }
   Range r;
@@ -106,6 +115,22 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
     *why = "setting access to a dedicated range of " + format_bytes(bytes) + " failed";
     return 0;
   }
+  r.size = size;
+  r.users = StreamSync::bit(stream);
+  live_bytes_ += size;
+  const vmm::DevicePtr address = r.address;
+  live_.emplace(address, std::move(r));
+  return address;
+}
+
+vmm::DevicePtr DedicatedRanges::take_cached(std::list<Range>::iterator it, std::uint64_t size,
+                                            std::uint32_t stream) {
+  if (!sync_.order_after(it->users, stream, it->freed)) return 0;
+  Range r = std::move(*it);
+  cached_.erase(it);
+  cached_bytes_ -= r.bytes;
+  markers_.release(r.marker);
+  r.marker = FreeMarkers::kNone;
   r.size = size;
   r.users = StreamSync::bit(stream);
   live_bytes_ += size;

@@ -21,6 +21,14 @@
 // waits on events recorded then (never the host), as the arenas do. A marker shared by the frees
 // of a stretch (free_markers.h) says when a freed range's GPU work is done, so that it is
 // released only then.
+//
+// While the GPU runs behind, that leaves a miss above the most ever held with nothing it may
+// release: every cached range still waits for its kernels. Rather than create a range beside
+// them, such a miss takes a cached range up to 1/8 larger than it needs, in stream order (its
+// tensor's kernels queue after the ones that used the range; nothing waits on the host). Under
+// a GPU lag of 3 queries this took llama7b-tp2pp2-r from 94.7% to 97.7% utilization; without
+// lag it never happens (what the GPU is done with is released first), and a looser bound took
+// points elsewhere (docs/benchmarks.md, "Seventeenth session").
 #pragma once
 
 #include <cstdint>
@@ -77,6 +85,10 @@ class DedicatedRanges {
     std::uint32_t marker = FreeMarkers::kNone;  // cached: when the GPU is done with it
   };
 
+  // Hands a cached range to a tensor of `size` bytes on `stream` (ordered after the range's
+  // earlier users); 0, the range left cached, when the stream cannot be ordered after them.
+  vmm::DevicePtr take_cached(std::list<Range>::iterator it, std::uint64_t size,
+                             std::uint32_t stream);
   // Unmaps and releases a range whose GPU work is done (or that no stream used).
   void destroy(Range& range);
   bool gpu_done(Range& range);

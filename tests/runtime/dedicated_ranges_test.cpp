@@ -128,6 +128,44 @@ TEST(DedicatedRanges, ARangeTheGpuStillUsesIsNotReleased) {
   EXPECT_EQ(f.memory.reserved_bytes(), 4 * kG);
 }
 
+TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStreamOrder) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(9 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  f.driver.hold_events(true);
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const auto creates = f.driver.counters().creates;
+  // 8 granules: the cached 9 are within 1/8 more, and nothing can be released for a new range.
+  vmm::DevicePtr b = f.ranges.allocate(8 * kG, 0, &why);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(f.driver.counters().creates, creates);
+  EXPECT_EQ(f.memory.reserved_bytes(), 9 * kG);
+  EXPECT_EQ(f.ranges.live_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);
+  std::memset(reinterpret_cast<void*>(b), 0x3c, 8 * kG);
+  EXPECT_TRUE(holds(b, 8 * kG, 0x3c));
+  ASSERT_TRUE(f.ranges.free(b, StreamSync::bit(0)));
+  // 7 granules: 9 is more than 1/8 above it, so a range is made beside the busy one.
+  vmm::DevicePtr c = f.ranges.allocate(7 * kG, 0, &why);
+  ASSERT_NE(c, 0u) << why;
+  EXPECT_NE(c, a);
+  EXPECT_EQ(f.memory.reserved_bytes(), 16 * kG);
+  EXPECT_EQ(f.ranges.cached_ranges(), 1u);
+}
+
+TEST(DedicatedRanges, ALargerRangeTheGpuIsDoneWithIsReleasedNotReused) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(9 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  vmm::DevicePtr b = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(b, 0u) << why;
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 8 * kG);  // the 9 released, 8 made: no granule wasted
+}
+
 TEST(DedicatedRanges, ReuseOnAnotherStreamWaitsForTheFirst) {
   RangesFixture f;
   std::string why;
