@@ -9,8 +9,10 @@ namespace stalloc {
 
 namespace {
 // A miss the GPU leaves nothing to release for takes a cached range at most 1/kLargerShare
-// larger than it needs (dedicated_ranges.h).
+// larger than it needs whole, or shares one at most kSharedAtMost times its size
+// (dedicated_ranges.h; both measured under lag, docs/benchmarks.md).
 constexpr std::uint64_t kLargerShare = 8;
+constexpr std::uint64_t kSharedAtMost = 2;
 }  // namespace
 
 DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
@@ -28,6 +30,7 @@ DedicatedRanges::~DedicatedRanges() {
     destroy(r);
   }
   for (auto& [address, r] : live_) destroy(r);
+  for (Shared& s : shared_) destroy(s.range);
 }
 
 void DedicatedRanges::destroy(Range& r) {
@@ -77,17 +80,7 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
   if (bytes > room) {
     const std::uint64_t over = bytes - room;
     if (const std::uint64_t released = release_for(over); released < over) {
-      // What is left cached, the GPU still uses (release_for took all it could).
-      auto fit = cached_.end();
-      for (auto it = cached_.begin(); it != cached_.end(); ++it) {
-        if (it->bytes > bytes && it->bytes <= bytes + bytes / kLargerShare &&
-            (fit == cached_.end() || it->bytes < fit->bytes)) {
-          fit = it;
-        }
-      }
-      if (fit != cached_.end()) {
-        if (const vmm::DevicePtr address = take_cached(fit, size, stream)) return address;
-      }
+      if (const vmm::DevicePtr address = serve_behind_gpu(bytes, size, stream)) return address;
       if (reclaim_) reclaim_(over - released);
     }
   }
@@ -123,6 +116,86 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
   return address;
 }
 
+vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint64_t size,
+                                                 std::uint32_t stream) {
+  // What is left cached, the GPU still uses (release_for took all it could).
+  auto whole = cached_.end();
+  auto larger = cached_.end();
+  for (auto it = cached_.begin(); it != cached_.end(); ++it) {
+    if (it->bytes <= bytes || (larger != cached_.end() && it->bytes >= larger->bytes)) continue;
+    larger = it;
+    if (it->bytes <= bytes + bytes / kLargerShare) whole = it;
+  }
+  if (whole != cached_.end()) {
+    if (const vmm::DevicePtr address = take_cached(whole, size, stream)) return address;
+  }
+  // The best-fitting gap of a shared range: between its blocks or after the last.
+  auto fit_range = shared_.end();
+  std::uint64_t fit_offset = 0;
+  std::uint64_t fit_gap = UINT64_MAX;
+  for (auto s = shared_.begin(); s != shared_.end(); ++s) {
+    std::uint64_t at = 0;
+    auto consider = [&](std::uint64_t end) {
+      if (end - at >= bytes && end - at < fit_gap) {
+        fit_range = s;
+        fit_offset = at;
+        fit_gap = end - at;
+      }
+    };
+    for (const auto& [offset, taken] : s->blocks) {
+      consider(offset);
+      at = offset + taken;
+    }
+    consider(s->range.bytes);
+  }
+  if (fit_range != shared_.end()) {
+    return take_piece(fit_range, fit_offset, bytes, size, stream);
+  }
+  if (larger == cached_.end() || larger->bytes > kSharedAtMost * bytes) return 0;
+  Range r = std::move(*larger);
+  cached_.erase(larger);
+  cached_bytes_ -= r.bytes;
+  markers_.release(r.marker);
+  r.marker = FreeMarkers::kNone;
+  shared_.push_back(Shared{std::move(r), {}});
+  const vmm::DevicePtr address = take_piece(std::prev(shared_.end()), 0, bytes, size, stream);
+  if (address == 0) {
+    cache(std::move(shared_.back().range));
+    shared_.pop_back();
+  }
+  return address;
+}
+
+vmm::DevicePtr DedicatedRanges::take_piece(std::list<Shared>::iterator shared,
+                                           std::uint64_t offset, std::uint64_t bytes,
+                                           std::uint64_t size, std::uint32_t stream) {
+  Range& r = shared->range;
+  if (!sync_.order_after(r.users, stream, r.freed)) return 0;
+  r.users |= StreamSync::bit(stream);
+  shared->blocks.emplace(offset, bytes);
+  const vmm::DevicePtr address = r.address + offset;
+  pieces_.emplace(address, Piece{shared, offset, size});
+  live_bytes_ += size;
+  return address;
+}
+
+bool DedicatedRanges::free_piece(vmm::DevicePtr ptr, StreamMask used_by) {
+  auto it = pieces_.find(ptr);
+  if (it == pieces_.end()) return false;
+  const Piece piece = it->second;
+  pieces_.erase(it);
+  live_bytes_ -= piece.size;
+  Range& r = piece.shared->range;
+  r.users |= used_by;
+  r.freed = sync_.now();
+  piece.shared->blocks.erase(piece.offset);
+  if (piece.shared->blocks.empty()) {
+    cache(std::move(r));
+    shared_.erase(piece.shared);
+  }
+  return true;
+}
+
 vmm::DevicePtr DedicatedRanges::take_cached(std::list<Range>::iterator it, std::uint64_t size,
                                             std::uint32_t stream) {
   if (!sync_.order_after(it->users, stream, it->freed)) return 0;
@@ -142,24 +215,29 @@ vmm::DevicePtr DedicatedRanges::take_cached(std::list<Range>::iterator it, std::
 std::uint64_t DedicatedRanges::live_range_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& [address, range] : live_) bytes += range.bytes;
+  for (const Shared& s : shared_) bytes += s.range.bytes;
   return bytes;
 }
 
 bool DedicatedRanges::free(vmm::DevicePtr ptr, StreamMask used_by) {
   auto it = live_.find(ptr);
-  if (it == live_.end()) return false;
+  if (it == live_.end()) return free_piece(ptr, used_by);
   Range r = std::move(it->second);
   live_.erase(it);
   live_bytes_ -= r.size;
   r.users |= used_by;
   r.freed = sync_.now();
+  cache(std::move(r));
+  return true;
+}
+
+void DedicatedRanges::cache(Range r) {
   // When the GPU is done with it: the range is released only then. A marker the driver refused
   // to record leaves it cached until it is taken again or the runtime goes.
   r.marker = markers_.take(r.users);
   markers_.end_free(r.marker);
   cached_bytes_ += r.bytes;
   cached_.push_back(std::move(r));
-  return true;
 }
 
 std::uint64_t DedicatedRanges::release_cached() {

@@ -24,16 +24,22 @@
 //
 // While the GPU runs behind, that leaves a miss above the most ever held with nothing it may
 // release: every cached range still waits for its kernels. Rather than create a range beside
-// them, such a miss takes a cached range up to 1/8 larger than it needs, in stream order (its
-// tensor's kernels queue after the ones that used the range; nothing waits on the host). Under
-// a GPU lag of 3 queries this took llama7b-tp2pp2-r from 94.7% to 97.7% utilization; without
-// lag it never happens (what the GPU is done with is released first), and a looser bound took
-// points elsewhere (docs/benchmarks.md, "Seventeenth session").
+// them, such a miss is served in stream order from what is cached (its tensor's kernels queue
+// after the ones that used the bytes; nothing waits on the host), as PyTorch's allocator splits
+// a cached segment: a cached range up to 1/8 larger than it needs, whole; else the best-fitting
+// gap of a range already shared between tensors this way; else the smallest larger cached
+// range, if at most twice the size, which becomes shared. A shared range is cached whole again
+// once its last tensor goes. Without lag none of this happens (what the GPU is done with is
+// released first; both suites identical). Under a lag of 3 queries the first took
+// llama7b-tp2pp2-r from 94.7% to 97.7%, sharing gpt2-1024-mbs128-r from 83.9% to 92.4% (its
+// sizes are 4/3 to 2x apart); sharing ranges up to 3x or 4x larger cost other workloads more
+// (docs/benchmarks.md, "Seventeenth session").
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -85,10 +91,30 @@ class DedicatedRanges {
     std::uint32_t marker = FreeMarkers::kNone;  // cached: when the GPU is done with it
   };
 
+  // A range shared by tensors while the GPU is behind: their blocks by offset (bytes taken).
+  struct Shared {
+    Range range;  // users and freed: of every tensor it held since it was cached
+    std::map<std::uint64_t, std::uint64_t> blocks;
+  };
+  struct Piece {
+    std::list<Shared>::iterator shared;
+    std::uint64_t offset = 0;
+    std::uint64_t size = 0;  // requested
+  };
+
   // Hands a cached range to a tensor of `size` bytes on `stream` (ordered after the range's
   // earlier users); 0, the range left cached, when the stream cannot be ordered after them.
   vmm::DevicePtr take_cached(std::list<Range>::iterator it, std::uint64_t size,
                              std::uint32_t stream);
+  // A miss the GPU leaves nothing to release for, served from the cache in stream order (the
+  // header comment); 0 when nothing cached fits.
+  vmm::DevicePtr serve_behind_gpu(std::uint64_t bytes, std::uint64_t size, std::uint32_t stream);
+  // A block of `bytes` at `offset` of a shared range for a tensor of `size` on `stream`.
+  vmm::DevicePtr take_piece(std::list<Shared>::iterator shared, std::uint64_t offset,
+                            std::uint64_t bytes, std::uint64_t size, std::uint32_t stream);
+  bool free_piece(vmm::DevicePtr ptr, StreamMask used_by);
+  // Back in the cache, as a freed range is (free()).
+  void cache(Range range);
   // Unmaps and releases a range whose GPU work is done (or that no stream used).
   void destroy(Range& range);
   bool gpu_done(Range& range);
@@ -101,6 +127,8 @@ class DedicatedRanges {
   std::uint64_t granularity_;
   std::unordered_map<vmm::DevicePtr, Range> live_;
   std::list<Range> cached_;  // oldest first
+  std::list<Shared> shared_;
+  std::unordered_map<vmm::DevicePtr, Piece> pieces_;  // the shared ranges' tensors
   std::uint64_t live_bytes_ = 0;
   std::uint64_t cached_bytes_ = 0;
 };

@@ -118,14 +118,15 @@ TEST(DedicatedRanges, ARangeTheGpuStillUsesIsNotReleased) {
   ASSERT_NE(a, 0u);
   f.driver.hold_events(true);  // the GPU has not reached the events recorded at the free
   ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
-  vmm::DevicePtr b = f.ranges.allocate(4 * kG, 0, &why);
+  // 3 granules: the busy 8 are more than twice that, so neither served nor shared.
+  vmm::DevicePtr b = f.ranges.allocate(3 * kG, 0, &why);
   ASSERT_NE(b, 0u) << why;
   EXPECT_EQ(f.ranges.cached_ranges(), 1u);  // kept: its kernels may still run
-  EXPECT_EQ(f.memory.reserved_bytes(), 12 * kG);
+  EXPECT_EQ(f.memory.reserved_bytes(), 11 * kG);
   EXPECT_EQ(f.ranges.release_cached(), 0u);
   f.driver.hold_events(false);
   EXPECT_EQ(f.ranges.release_cached(), 1u);
-  EXPECT_EQ(f.memory.reserved_bytes(), 4 * kG);
+  EXPECT_EQ(f.memory.reserved_bytes(), 3 * kG);
 }
 
 TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStreamOrder) {
@@ -146,12 +147,69 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStream
   std::memset(reinterpret_cast<void*>(b), 0x3c, 8 * kG);
   EXPECT_TRUE(holds(b, 8 * kG, 0x3c));
   ASSERT_TRUE(f.ranges.free(b, StreamSync::bit(0)));
-  // 7 granules: 9 is more than 1/8 above it, so a range is made beside the busy one.
-  vmm::DevicePtr c = f.ranges.allocate(7 * kG, 0, &why);
+  // 4 granules: 9 is more than 1/8 above it and more than twice it, so a range is made beside
+  // the busy one.
+  vmm::DevicePtr c = f.ranges.allocate(4 * kG, 0, &why);
   ASSERT_NE(c, 0u) << why;
   EXPECT_NE(c, a);
-  EXPECT_EQ(f.memory.reserved_bytes(), 16 * kG);
+  EXPECT_EQ(f.memory.reserved_bytes(), 13 * kG);
   EXPECT_EQ(f.ranges.cached_ranges(), 1u);
+}
+
+TEST(DedicatedRanges, WhileTheGpuIsBehindTensorsShareACachedRangeInStreamOrder) {
+  RangesFixture f;
+  std::string why;
+  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  f.driver.hold_events(true);
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const auto creates = f.driver.counters().creates;
+  const auto maps = f.driver.counters().maps;
+  // Two tensors of 4 granules and 100 bytes (5 granules taken each) do not both fit; one of 5
+  // and one of 3 do, back to back in the busy range, with no driver call.
+  vmm::DevicePtr b = f.ranges.allocate(4 * kG + 100, 0, &why);
+  EXPECT_EQ(b, a);
+  vmm::DevicePtr c = f.ranges.allocate(3 * kG, 0, &why);
+  EXPECT_EQ(c, a + 5 * kG);
+  EXPECT_EQ(f.driver.counters().creates, creates);
+  EXPECT_EQ(f.driver.counters().maps, maps);
+  EXPECT_EQ(f.memory.reserved_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.live_bytes(), 7 * kG + 100);
+  EXPECT_EQ(f.ranges.live_range_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);
+  std::memset(reinterpret_cast<void*>(b), 0x11, 4 * kG + 100);
+  std::memset(reinterpret_cast<void*>(c), 0x22, 3 * kG);
+  EXPECT_TRUE(holds(b, 4 * kG + 100, 0x11));
+  EXPECT_TRUE(holds(c, 3 * kG, 0x22));
+  // The first goes: its 5 granules are the gap a tensor of 2 takes, at the range's start.
+  ASSERT_TRUE(f.ranges.free(b, StreamSync::bit(0)));
+  vmm::DevicePtr d = f.ranges.allocate(2 * kG, 0, &why);
+  EXPECT_EQ(d, a);
+  ASSERT_TRUE(f.ranges.free(c, StreamSync::bit(0)));
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);  // still shared with d
+  ASSERT_TRUE(f.ranges.free(d, StreamSync::bit(0)));
+  EXPECT_FALSE(f.ranges.free(d, StreamSync::bit(0)));
+  // The last tensor gone, the range is cached whole, and released once the GPU is done.
+  EXPECT_EQ(f.ranges.cached_ranges(), 1u);
+  EXPECT_EQ(f.ranges.live_bytes(), 0u);
+  EXPECT_EQ(f.ranges.release_cached(), 0u);
+  f.driver.hold_events(false);
+  EXPECT_EQ(f.ranges.release_cached(), 1u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+  EXPECT_EQ(f.driver.counters().live_mappings, 0u);
+}
+
+TEST(DedicatedRanges, ASharedRangeOnAnotherStreamIsOrderedAfterTheFirst) {
+  RangesFixture f;
+  std::string why;
+  const std::uint32_t second = f.sync.index_of(0x1234);
+  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(a, 0u) << why;
+  f.driver.hold_events(true);
+  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const auto waits = f.driver.counters().stream_waits;
+  EXPECT_EQ(f.ranges.allocate(4 * kG, second, &why), a);
+  EXPECT_EQ(f.driver.counters().stream_waits, waits + 1);
 }
 
 TEST(DedicatedRanges, ALargerRangeTheGpuIsDoneWithIsReleasedNotReused) {
