@@ -77,7 +77,6 @@ class DedicatedRanges {
   // The chunks of the live ranges (their sizes rounded up to the granularity; a scan).
   std::uint64_t live_range_bytes() const;
   std::uint64_t cached_bytes() const { return cached_bytes_; }
-  std::size_t live_ranges() const { return live_.size(); }
   std::size_t cached_ranges() const { return cached_.size(); }
 
  private:
