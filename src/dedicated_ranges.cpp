@@ -108,12 +108,7 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
     *why = "setting access to a dedicated range of " + format_bytes(bytes) + " failed";
     return 0;
   }
-  r.size = size;
-  r.users = StreamSync::bit(stream);
-  live_bytes_ += size;
-  const vmm::DevicePtr address = r.address;
-  live_.emplace(address, std::move(r));
-  return address;
+  return hand_out(std::move(r), size, stream);
 }
 
 vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint64_t size,
@@ -152,12 +147,7 @@ vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint6
     return take_piece(fit_range, fit_offset, bytes, size, stream);
   }
   if (larger == cached_.end() || larger->bytes > kSharedAtMost * bytes) return 0;
-  Range r = std::move(*larger);
-  cached_.erase(larger);
-  cached_bytes_ -= r.bytes;
-  markers_.release(r.marker);
-  r.marker = FreeMarkers::kNone;
-  shared_.push_back(Shared{std::move(r), {}});
+  shared_.push_back(Shared{uncache(larger), {}});
   const vmm::DevicePtr address = take_piece(std::prev(shared_.end()), 0, bytes, size, stream);
   if (address == 0) {
     cache(std::move(shared_.back().range));
@@ -199,11 +189,19 @@ bool DedicatedRanges::free_piece(vmm::DevicePtr ptr, StreamMask used_by) {
 vmm::DevicePtr DedicatedRanges::take_cached(std::list<Range>::iterator it, std::uint64_t size,
                                             std::uint32_t stream) {
   if (!sync_.order_after(it->users, stream, it->freed)) return 0;
+  return hand_out(uncache(it), size, stream);
+}
+
+DedicatedRanges::Range DedicatedRanges::uncache(std::list<Range>::iterator it) {
   Range r = std::move(*it);
   cached_.erase(it);
   cached_bytes_ -= r.bytes;
   markers_.release(r.marker);
   r.marker = FreeMarkers::kNone;
+  return r;
+}
+
+vmm::DevicePtr DedicatedRanges::hand_out(Range r, std::uint64_t size, std::uint32_t stream) {
   r.size = size;
   r.users = StreamSync::bit(stream);
   live_bytes_ += size;

@@ -112,6 +112,10 @@ class DedicatedRanges {
   vmm::DevicePtr take_piece(std::list<Shared>::iterator shared, std::uint64_t offset,
                             std::uint64_t bytes, std::uint64_t size, std::uint32_t stream);
   bool free_piece(vmm::DevicePtr ptr, StreamMask used_by);
+  // Out of the cache, its marker dropped.
+  Range uncache(std::list<Range>::iterator it);
+  // Live, for a tensor of `size` bytes on `stream`.
+  vmm::DevicePtr hand_out(Range range, std::uint64_t size, std::uint32_t stream);
   // Back in the cache, as a freed range is (free()).
   void cache(Range range);
   // Unmaps and releases a range whose GPU work is done (or that no stream used).
