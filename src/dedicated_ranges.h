@@ -31,8 +31,9 @@
 // range, if at most twice the size, which becomes shared. A shared range is cached whole again
 // once its last tensor goes. Without lag none of this happens (what the GPU is done with is
 // released first; both suites identical). Under a lag of 3 queries the first took
-// llama7b-tp2pp2-r from 94.7% to 97.7%, sharing gpt2-1024-mbs128-r from 83.9% to 92.4% (its
-// sizes are 4/3 to 2x apart); sharing ranges up to 3x or 4x larger cost other workloads more
+// llama7b-tp2pp2-r from 94.7% to 97.7% (97.3% with sharing, which holds a range out of reach of
+// a later request of its own size), sharing gpt2-1024-mbs128-r from 83.9% to 92.4% (its sizes
+// are 4/3 to 2x apart); sharing ranges up to 3x or 4x larger cost other workloads more
 // (docs/benchmarks.md, "Seventeenth session").
 #pragma once
 
