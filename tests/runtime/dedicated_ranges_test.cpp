@@ -16,6 +16,15 @@ struct RangesFixture {
   explicit RangesFixture(std::uint64_t capacity = 0)
       : host(host_driver()), driver(*host), sync(driver), memory(driver, kG, capacity),
         ranges(driver, memory, sync) {}
+  // A range of `granules` freed while the GPU still runs on it: events are held from now on.
+  vmm::DevicePtr busy_cached(std::uint64_t granules) {
+    std::string why;
+    const vmm::DevicePtr p = ranges.allocate(granules * kG, 0, &why);
+    EXPECT_NE(p, 0u) << why;
+    driver.hold_events(true);
+    EXPECT_TRUE(ranges.free(p, StreamSync::bit(0)));
+    return p;
+  }
   std::unique_ptr<vmm::Driver> host;
   vmm::FaultInjectingDriver driver;
   StreamSync sync;
@@ -114,10 +123,7 @@ TEST(DedicatedRanges, AnotherSizeReleasesCachedRangesBeforeCreating) {
 TEST(DedicatedRanges, ARangeTheGpuStillUsesIsNotReleased) {
   RangesFixture f;
   std::string why;
-  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
-  ASSERT_NE(a, 0u);
-  f.driver.hold_events(true);  // the GPU has not reached the events recorded at the free
-  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  f.busy_cached(8);  // the GPU has not reached the events recorded at the free
   // 3 granules: the busy 8 are more than twice that, so neither served nor shared.
   vmm::DevicePtr b = f.ranges.allocate(3 * kG, 0, &why);
   ASSERT_NE(b, 0u) << why;
@@ -132,10 +138,7 @@ TEST(DedicatedRanges, ARangeTheGpuStillUsesIsNotReleased) {
 TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStreamOrder) {
   RangesFixture f;
   std::string why;
-  vmm::DevicePtr a = f.ranges.allocate(9 * kG, 0, &why);
-  ASSERT_NE(a, 0u) << why;
-  f.driver.hold_events(true);
-  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const vmm::DevicePtr a = f.busy_cached(9);
   const auto creates = f.driver.counters().creates;
   // 8 granules: the cached 9 are within 1/8 more, and nothing can be released for a new range.
   vmm::DevicePtr b = f.ranges.allocate(8 * kG, 0, &why);
@@ -159,10 +162,7 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStream
 TEST(DedicatedRanges, WhileTheGpuIsBehindTensorsShareACachedRangeInStreamOrder) {
   RangesFixture f;
   std::string why;
-  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
-  ASSERT_NE(a, 0u) << why;
-  f.driver.hold_events(true);
-  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const vmm::DevicePtr a = f.busy_cached(8);
   const auto creates = f.driver.counters().creates;
   const auto maps = f.driver.counters().maps;
   // Two tensors of 4 granules and 100 bytes (5 granules taken each) do not both fit; one of 5
@@ -203,10 +203,7 @@ TEST(DedicatedRanges, ASharedRangeOnAnotherStreamIsOrderedAfterTheFirst) {
   RangesFixture f;
   std::string why;
   const std::uint32_t second = f.sync.index_of(0x1234);
-  vmm::DevicePtr a = f.ranges.allocate(8 * kG, 0, &why);
-  ASSERT_NE(a, 0u) << why;
-  f.driver.hold_events(true);
-  ASSERT_TRUE(f.ranges.free(a, StreamSync::bit(0)));
+  const vmm::DevicePtr a = f.busy_cached(8);
   const auto waits = f.driver.counters().stream_waits;
   EXPECT_EQ(f.ranges.allocate(4 * kG, second, &why), a);
   EXPECT_EQ(f.driver.counters().stream_waits, waits + 1);
