@@ -1053,6 +1053,7 @@ RuntimeStats Runtime::stats() const {
     if (arena) s.packed_bytes += arena->live_bytes();
   }
   s.dedicated_bytes = dedicated_.live_bytes();
+  s.dedicated_behind_gpu = dedicated_.served_behind_gpu();
   s.plans_installed = cache_.installed().size();
   for (const auto& p : cache_.installed()) s.plans_unmapped += p->deferred() ? 1 : 0;
   s.plans_pending = cache_.pending();

@@ -80,7 +80,10 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
   if (bytes > room) {
     const std::uint64_t over = bytes - room;
     if (const std::uint64_t released = release_for(over); released < over) {
-      if (const vmm::DevicePtr address = serve_behind_gpu(bytes, size, stream)) return address;
+      if (const vmm::DevicePtr address = serve_behind_gpu(bytes, size, stream)) {
+        ++served_behind_gpu_;
+        return address;
+      }
       if (reclaim_) reclaim_(over - released);
     }
   }

@@ -79,6 +79,8 @@ class DedicatedRanges {
   std::uint64_t live_range_bytes() const;
   std::uint64_t cached_bytes() const { return cached_bytes_; }
   std::size_t cached_ranges() const { return cached_.size(); }
+  // Requests served in stream order from cached ranges the GPU still used (the header comment).
+  std::uint64_t served_behind_gpu() const { return served_behind_gpu_; }
 
  private:
   struct Range {
@@ -135,6 +137,7 @@ class DedicatedRanges {
   std::unordered_map<vmm::DevicePtr, Piece> pieces_;  // the shared ranges' tensors
   std::uint64_t live_bytes_ = 0;
   std::uint64_t cached_bytes_ = 0;
+  std::uint64_t served_behind_gpu_ = 0;
 };
 
 }  // namespace stalloc

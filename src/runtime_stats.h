@@ -46,6 +46,10 @@ struct RuntimeStats {
   // Host waits for the device at a plan's install: its pool would have grown past the most ever
   // held beside emptied memory the GPU may still use (Runtime::install_finished).
   std::uint64_t install_waits = 0;
+  // Large unplanned requests served in stream order from cached ranges the GPU still used (a
+  // slightly larger one whole, or one shared), where a range would otherwise have been made
+  // beside them (dedicated_ranges.h).
+  std::uint64_t dedicated_behind_gpu = 0;
   std::uint64_t stream_waits = 0;          // cuStreamWaitEvent calls for chunks changing stream
   std::uint64_t stream_waits_on_marks = 0; // of those, waits on a free mark (not an event recorded at the reuse)
   std::uint64_t invalid_frees = 0;         // frees of pointers the runtime did not hand out

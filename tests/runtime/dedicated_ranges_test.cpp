@@ -143,6 +143,7 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStream
   // 8 granules: the cached 9 are within 1/8 more, and nothing can be released for a new range.
   vmm::DevicePtr b = f.ranges.allocate(8 * kG, 0, &why);
   EXPECT_EQ(b, a);
+  EXPECT_EQ(f.ranges.served_behind_gpu(), 1u);
   EXPECT_EQ(f.driver.counters().creates, creates);
   EXPECT_EQ(f.memory.reserved_bytes(), 9 * kG);
   EXPECT_EQ(f.ranges.live_bytes(), 8 * kG);
@@ -157,6 +158,7 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindASlightlyLargerRangeServesAMissInStream
   EXPECT_NE(c, a);
   EXPECT_EQ(f.memory.reserved_bytes(), 13 * kG);
   EXPECT_EQ(f.ranges.cached_ranges(), 1u);
+  EXPECT_EQ(f.ranges.served_behind_gpu(), 1u);
 }
 
 TEST(DedicatedRanges, WhileTheGpuIsBehindTensorsShareACachedRangeInStreamOrder) {
@@ -219,6 +221,7 @@ TEST(DedicatedRanges, ALargerRangeTheGpuIsDoneWithIsReleasedNotReused) {
   ASSERT_NE(b, 0u) << why;
   EXPECT_EQ(f.ranges.cached_ranges(), 0u);
   EXPECT_EQ(f.memory.reserved_bytes(), 8 * kG);  // the 9 released, 8 made: no granule wasted
+  EXPECT_EQ(f.ranges.served_behind_gpu(), 0u);
 }
 
 TEST(DedicatedRanges, ReuseOnAnotherStreamWaitsForTheFirst) {
