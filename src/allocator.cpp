@@ -357,7 +357,8 @@ vmm::DevicePtr Runtime::serve_planned(std::uint64_t size, std::uint32_t stream,
     ++stats_.conflicts;
     return 0;
   }
-  if (!active_->ensure_mapped(k) || !sync_.order_after(sync_with, stream, freed)) {
+  if (!active_->ensure_mapped(k, misses_in_iteration_ <= slots_taken_in_iteration_) ||
+      !sync_.order_after(sync_with, stream, freed)) {
     // The chunks keep the streams the slot would have waited for.
     pool_.vacate(slot.footprint, sync_with, freed);
     ++stats_.conflicts;
@@ -989,7 +990,7 @@ void Runtime::choose_plan() {
     // A plan installed unmapped is mapped at this boundary when the iteration that just ended
     // had its signature (the next will likely follow it too), else at its first match.
     if (active_->deferred() && have_last_key_ && key_of(active_->plan().signature) == last_key_) {
-      active_->map_deferred();
+      active_->map_first_stage();
     }
     if (config_.varying_sizes == VaryingSizes::Largest ||
         config_.varying_sizes == VaryingSizes::Auto) {
@@ -1055,7 +1056,7 @@ RuntimeStats Runtime::stats() const {
   s.dedicated_bytes = dedicated_.live_bytes();
   s.dedicated_behind_gpu = dedicated_.served_behind_gpu();
   s.plans_installed = cache_.installed().size();
-  for (const auto& p : cache_.installed()) s.plans_unmapped += p->deferred() ? 1 : 0;
+  for (const auto& p : cache_.installed()) s.plans_unmapped += p->unmapped() ? 1 : 0;
   s.plans_pending = cache_.pending();
   s.plans_retiring = cache_.retiring();
   s.stream_waits = sync_.waits();

@@ -114,33 +114,72 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
       return nullptr;
     }
   }
+  // Alias and offset modes map no view here, but stage by stage once the plan is followed: a
+  // plan installed and then never followed (its iteration's sizes all changed after, as in
+  // llama7b-varlen, whose first plan is made before any activation was seen to vary) costs its
+  // pool chunks only, where mapping it cost 63 k maps (est. 420 ms on an H200); one left in the
+  // next iteration after a few slots maps the stages those slots reached.
+  if (cp.mode != PlanMode::Windowed && pages > 0) p->lay_out_stages();
   for (std::size_t i = 0; i < p->slots_.size(); ++i) {
     if (p->slot_view_[i] != UINT32_MAX) p->slots_[i].range += p->base_;
   }
-  // Alias and offset modes map every view when the plan hands out its first slot, not here: a
-  // plan installed and then never followed (its iteration's sizes all changed after, as in
-  // llama7b-varlen, whose first plan is made before any activation was seen to vary) costs its
-  // pool chunks only, where mapping it cost 63 k maps (est. 420 ms on an H200).
-  p->deferred_ = cp.mode != PlanMode::Windowed && pages > 0;
   return p;
 }
 
-bool InstalledPlan::map_deferred() {
-  for (std::uint32_t v = 0; v < views_.size(); ++v) {
-    if (!map_view(v, false)) {
-      for (std::uint32_t u = 0; u < v; ++u) unmap_view(u);
+void InstalledPlan::lay_out_stages() {
+  const std::size_t slots = std::max<std::size_t>(slots_.size(), 1);
+  for (View& v : views_) v.stage = kMappingStages;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slot_view_[i] == UINT32_MAX) continue;
+    View& v = views_[slot_view_[i]];
+    v.stage = std::min(v.stage, static_cast<std::uint32_t>(i * kMappingStages / slots));
+  }
+  // The pages move with their views: a slot keeps its page within its view.
+  std::vector<std::uint64_t> moved(views_.size());
+  std::vector<std::uint32_t> order(views_.size());
+  for (std::uint32_t o = 0; o < views_.size(); ++o) order[o] = o;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return views_[a].stage < views_[b].stage; });
+  stage_pages_.assign(kMappingStages, 0);
+  std::uint64_t page = 0;
+  for (std::uint32_t o : order) {
+    moved[o] = page;
+    page += views_[o].chunks.size();
+    stage_pages_[views_[o].stage] = page;
+  }
+  for (std::uint32_t st = 1; st < kMappingStages; ++st) {
+    stage_pages_[st] = std::max(stage_pages_[st], stage_pages_[st - 1]);
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slot_view_[i] == UINT32_MAX) continue;
+    const View& v = views_[slot_view_[i]];
+    slots_[i].range = slots_[i].range - v.first_page * granularity_ + moved[slot_view_[i]] * granularity_;
+  }
+  for (std::uint32_t o = 0; o < views_.size(); ++o) views_[o].first_page = moved[o];
+}
+
+bool InstalledPlan::map_stages_through(std::uint32_t stage) {
+  for (; mapped_stages_ <= stage && mapped_stages_ < stage_pages_.size(); ++mapped_stages_) {
+    const std::uint32_t st = mapped_stages_;
+    const std::uint64_t first = stage_first_page(st);
+    const std::uint64_t pages = stage_pages_[st] - first;
+    if (pages == 0) continue;
+    bool ok = true;
+    for (std::uint32_t v = 0; v < views_.size() && ok; ++v) {
+      if (views_[v].stage == st) ok = map_view(v, false);
+    }
+    // The stage's views lie back to back, every page mapped: access is set on all of them in
+    // one call, where one per view cost 22 us each (qwen-moe: 2,618 calls at install).
+    ok = ok && driver_.set_access(base_ + first * granularity_, pages * granularity_,
+                                  vmm::Access::ReadWrite) == vmm::Status::Success;
+    if (!ok) {
+      for (std::uint32_t v = 0; v < views_.size(); ++v) {
+        if (views_[v].stage == st) unmap_view(v);
+      }
       deferred_failed_ = true;
       return false;
     }
   }
-  // The views lie back to back in one reservation, every page mapped: access is set on all of
-  // it in one call, where one per view cost 22 us each (qwen-moe: 2,618 calls at install).
-  if (driver_.set_access(base_, bytes_, vmm::Access::ReadWrite) != vmm::Status::Success) {
-    for (std::uint32_t v = 0; v < views_.size(); ++v) unmap_view(v);
-    deferred_failed_ = true;
-    return false;
-  }
-  deferred_ = false;
   return true;
 }
 
@@ -374,13 +413,17 @@ void InstalledPlan::on_vacated(std::size_t index) {
   view_used_by_[view] |= slots_[index].used_by;
 }
 
-bool InstalledPlan::ensure_mapped(std::size_t index) {
+bool InstalledPlan::ensure_mapped(std::size_t index, bool followed) {
   const bool windowed = plan_.mode == PlanMode::Windowed;
-  // One try per iteration: a driver short of mappings would refuse every slot's try alike.
-  if (deferred_) return !deferred_failed_ && map_deferred();
-  if (!windowed && !shed_) return true;  // mapped with the first slot
   const std::uint32_t o = slot_view_[index];
+  if (o == UINT32_MAX) return true;  // nothing to map
   View& v = views_[o];
+  if (!windowed && v.stage >= mapped_stages_ && deferred()) {
+    // One try per iteration: a driver short of mappings would refuse every slot's try alike.
+    if (deferred_failed_ || (!followed && mapped_stages_ > 0)) return false;
+    if (!map_stages_through(v.stage)) return false;
+  }
+  if (!windowed && !shed_) return true;  // mapped with its stage
   cancel_unmap(o);
   if (v.mapped == v.chunks.size()) return true;
   if (!map_view(o)) return false;

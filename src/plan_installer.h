@@ -1,8 +1,9 @@
 // A plan made live: every planned slot is served through a view, a virtual range inside the
 // plan's one reservation, backed by pool chunks the plan names (each chunk mapped separately,
-// cuMemUnmap cannot split a mapping; access set once for the reservation). Alias mode maps every
-// view once, when the plan is first chosen after an iteration of its signature or hands out its
-// first slot, so a steady iteration makes no VMM call and a plan never followed maps nothing.
+// cuMemUnmap cannot split a mapping; access set once per stage of views). Alias mode maps every
+// view once, stage by stage as the first iteration that follows the plan reaches them, so a
+// steady iteration makes no VMM call, a plan never followed maps nothing, and one left after
+// its first slots (its sizes changed) maps only the stages they reached.
 // Windowed mode maps a view when the iteration reaches the first window in which one of its
 // slots lives and unmaps it lazily after the last: events recorded on the streams that used it
 // must have completed, which is only ever queried, never waited for.
@@ -79,14 +80,29 @@ class InstalledPlan {
   void advance_to(std::uint64_t time);
   // Called at each iteration start.
   void restart_windows();
-  // Makes sure a slot about to be handed out is mapped. False when the driver refused.
-  bool ensure_mapped(std::size_t index);
-  // Alias and offset modes install a plan unmapped: its views are mapped, and access set on the
-  // reservation in one call, at its first slot handed out or when the runtime expects it to be
-  // followed (map_deferred; false, nothing left mapped, when the driver refuses).
-  bool deferred() const { return deferred_; }
-  std::uint64_t deferred_pages() const { return deferred_ ? bytes_ / granularity_ : 0; }
-  bool map_deferred();
+  // Makes sure a slot about to be handed out is mapped. False when the driver refused, or when
+  // its views are not mapped yet and the iteration is not following the plan (`followed`
+  // false: misses outnumber the slots taken), whose later slots would likely go unused.
+  bool ensure_mapped(std::size_t index, bool followed = true);
+  // Alias and offset modes install a plan unmapped and map its views in kMappingStages stages
+  // of the iteration (a view belongs to the stage of the first slot that uses it; each stage's
+  // views lie back to back in the reservation, access set on them in one call): the first
+  // stage when the runtime expects the plan to be followed (map_first_stage) or at its first
+  // slot handed out, each later one at the first slot of that stage while the iteration
+  // follows the plan. A plan left after a few slots (its iteration's sizes changed) maps only
+  // what those slots used. map_deferred maps every stage at once (a plan the caller gives).
+  // False, that stage left unmapped, when the driver refuses.
+  static constexpr std::uint32_t kMappingStages = 16;
+  bool deferred() const { return mapped_stages_ < stage_pages_.size(); }
+  // No stage mapped yet.
+  bool unmapped() const { return !stage_pages_.empty() && mapped_stages_ == 0; }
+  std::uint64_t deferred_pages() const {
+    return deferred() ? bytes_ / granularity_ - stage_first_page(mapped_stages_) : 0;
+  }
+  bool map_first_stage() { return map_stages_through(0); }
+  bool map_deferred() {
+    return stage_pages_.empty() || map_stages_through(static_cast<std::uint32_t>(stage_pages_.size() - 1));
+  }
   // Mapping pressure (what is served beside the plan cannot map): alias and offset modes unmap
   // views no live tensor uses, in view order (the iteration's first slots first), until
   // `wanted` mappings are freed or none is left; a view the GPU may still use waits for its
@@ -142,6 +158,7 @@ class InstalledPlan {
     std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
     std::uint32_t first_window = UINT32_MAX;
     std::uint32_t last_window = 0;
+    std::uint32_t stage = 0;  // alias and offset modes: when it is mapped (kMappingStages)
   };
 
   InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool, StreamSync& sync);
@@ -152,8 +169,15 @@ class InstalledPlan {
   }
   // Gives every slot with chunks a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
+  // Alias and offset modes: each view's stage, and the views laid out stage after stage.
+  void lay_out_stages();
+  std::uint64_t stage_first_page(std::uint32_t stage) const {
+    return stage == 0 ? 0 : stage_pages_[stage - 1];
+  }
+  // Maps the stages up to `stage` not mapped yet, in order.
+  bool map_stages_through(std::uint32_t stage);
   void order_chunks_by_last_use();
-  // set_access: also set access on the view (map_deferred sets it on all views at once).
+  // set_access: also set access on the view (a stage sets it on all its views at once).
   bool map_view(std::uint32_t view, bool set_access = true);
   void unmap_view(std::uint32_t view);
   void enter_window(std::uint32_t window);
@@ -193,8 +217,10 @@ class InstalledPlan {
   std::vector<std::uint32_t> mapped_views_;
   std::vector<std::uint32_t> retiring_;
   bool shed_ = false;  // alias and offset modes: some view was unmapped under mapping pressure
-  bool deferred_ = false;  // alias and offset modes: no view mapped before the first slot
-  bool deferred_failed_ = false;  // mapping them failed in this iteration
+  // Alias and offset modes: the end page of each stage's views; the stages mapped so far.
+  std::vector<std::uint64_t> stage_pages_;
+  std::uint32_t mapped_stages_ = 0;
+  bool deferred_failed_ = false;  // mapping a stage failed in this iteration
   std::vector<vmm::EventHandle> retire_after_;  // retire()'s events
 };
 

@@ -1,0 +1,126 @@
+#include "src/plan_installer.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "src/physical_memory.h"
+#include "tests/runtime/runtime_test_support.h"
+
+namespace stalloc {
+namespace {
+
+using namespace testing_support;
+
+constexpr std::uint32_t kSlots = 32;
+
+// kSlots slots one after another, slot i on chunks {2i + 1, 2i}: no chunk run, so each slot has
+// a view of its own, of two pages, in mapping stage i * kMappingStages / kSlots.
+ChunkPlan plan_of_own_views() {
+  ChunkPlan plan;
+  plan.mode = PlanMode::Alias;
+  plan.granularity = kG;
+  plan.num_chunks = 2 * kSlots;
+  plan.signature.allocations = kSlots;
+  plan.signature.requests = 2 * kSlots;
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    PlannedSlot s;
+    s.ordinal = i;
+    s.size = 2 * kG;
+    s.start = 2 * i;
+    s.end = 2 * i + 1;
+    s.chunks = {2 * i + 1, 2 * i};
+    plan.slots.push_back(s);
+  }
+  return plan;
+}
+
+struct InstallerFixture {
+  InstallerFixture() : host(host_driver()), memory(*host, kG, 0), pool(memory), sync(*host) {
+    std::string why;
+    plan = InstalledPlan::install(
+        plan_of_own_views(), *host, pool, sync,
+        [](std::uint64_t) { return std::numeric_limits<std::uint64_t>::max(); }, &why);
+    EXPECT_NE(plan, nullptr) << why;
+  }
+  std::uint64_t mappings() const { return host->counters().live_mappings; }
+  std::uint64_t access_calls() const { return host->counters().set_accesses; }
+  // Writes slot k's number into each of its two pages through its address.
+  void write(std::uint32_t k) {
+    for (std::uint64_t page = 0; page < 2; ++page) {
+      const std::array<std::uint32_t, 2> word{k, static_cast<std::uint32_t>(page)};
+      ASSERT_EQ(host->write_bytes(plan->address(k) + page * kG, word.data(), sizeof(word)),
+                vmm::Status::Success)
+          << k;
+    }
+  }
+  void check(std::uint32_t k) {
+    for (std::uint64_t page = 0; page < 2; ++page) {
+      std::array<std::uint32_t, 2> word{};
+      ASSERT_EQ(host->read_bytes(word.data(), plan->address(k) + page * kG, sizeof(word)),
+                vmm::Status::Success);
+      EXPECT_EQ(word[0], k);
+      EXPECT_EQ(word[1], page);
+    }
+  }
+  std::unique_ptr<vmm::Driver> host;
+  PhysicalMemory memory;
+  PlanPool pool;
+  StreamSync sync;
+  std::unique_ptr<InstalledPlan> plan;
+};
+
+// Installed, nothing is mapped; each stage is mapped when the iteration first reaches it (its
+// views together, one access call for the stage), the stages before it first; while the
+// iteration does not follow the plan, no further stage is mapped.
+TEST(InstalledPlan, ViewsAreMappedStageByStageAsTheIterationReachesThem) {
+  InstallerFixture f;
+  ASSERT_NE(f.plan, nullptr);
+  static_assert(kSlots == 2 * InstalledPlan::kMappingStages, "two slots per stage");
+  EXPECT_EQ(f.plan->view_count(), kSlots);
+  EXPECT_EQ(f.mappings(), 0u);
+  EXPECT_TRUE(f.plan->unmapped());
+  EXPECT_EQ(f.plan->deferred_pages(), 2u * kSlots);
+
+  ASSERT_TRUE(f.plan->map_first_stage());  // slots 0 and 1
+  EXPECT_EQ(f.mappings(), 4u);
+  EXPECT_EQ(f.access_calls(), 1u);
+  EXPECT_FALSE(f.plan->unmapped());
+  EXPECT_TRUE(f.plan->deferred());
+  EXPECT_EQ(f.plan->deferred_pages(), 2u * kSlots - 4);
+
+  ASSERT_TRUE(f.plan->ensure_mapped(10, true));  // stage 5: stages 1 to 5 too, slots 0 to 11
+  EXPECT_EQ(f.mappings(), 24u);
+  EXPECT_EQ(f.access_calls(), 6u);
+  ASSERT_TRUE(f.plan->ensure_mapped(11, false));  // mapped already
+  EXPECT_FALSE(f.plan->ensure_mapped(12, false));  // the iteration left the plan
+  EXPECT_EQ(f.mappings(), 24u);
+  for (std::uint32_t k = 0; k < 12; ++k) f.write(k);
+
+  ASSERT_TRUE(f.plan->ensure_mapped(kSlots - 1, true));
+  EXPECT_EQ(f.mappings(), 2u * kSlots);
+  EXPECT_EQ(f.access_calls(), InstalledPlan::kMappingStages);
+  EXPECT_FALSE(f.plan->deferred());
+  EXPECT_EQ(f.plan->deferred_pages(), 0u);
+  for (std::uint32_t k = 12; k < kSlots; ++k) f.write(k);
+  // Every slot's pages are its own chunks, seen at its address after the views moved into their
+  // stages: no slot's pattern was overwritten by another's.
+  for (std::uint32_t k = 0; k < kSlots; ++k) f.check(k);
+}
+
+// A plan given to be followed maps every stage at once.
+TEST(InstalledPlan, MapDeferredMapsEveryStage) {
+  InstallerFixture f;
+  ASSERT_NE(f.plan, nullptr);
+  ASSERT_TRUE(f.plan->map_deferred());
+  EXPECT_EQ(f.mappings(), 2u * kSlots);
+  EXPECT_EQ(f.access_calls(), InstalledPlan::kMappingStages);
+  EXPECT_FALSE(f.plan->deferred());
+  for (std::uint32_t k = 0; k < kSlots; ++k) f.write(k);
+  for (std::uint32_t k = 0; k < kSlots; ++k) f.check(k);
+}
+
+}  // namespace
+}  // namespace stalloc
