@@ -42,7 +42,7 @@ struct RuntimeStats {
   std::uint64_t plans_installed = 0;       // now in the cache
   std::uint64_t plans_pending = 0;         // being planned in the background
   std::uint64_t plans_retiring = 0;        // evicted, mapped until the GPU is done with them
-  std::uint64_t plans_unmapped = 0;        // installed, mapped at their first match
+  std::uint64_t plans_unmapped = 0;        // installed, no stage of their views mapped yet
   // Host waits for the device at a plan's install: its pool would have grown past the most ever
   // held beside emptied memory the GPU may still use (Runtime::install_finished).
   std::uint64_t install_waits = 0;
