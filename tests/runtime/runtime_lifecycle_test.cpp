@@ -57,7 +57,8 @@ TEST(RuntimeLifecycle, ProfilePlanReplayInAliasMode) {
 // A plan is installed unmapped. Planned in the background, it may be installed after an
 // iteration of another signature (sequence lengths that changed, as in llama7b-varlen): it is
 // then not mapped at that boundary, nor while another plan is followed, only at its first
-// match. One installed after an iteration of its own signature is mapped at the boundary.
+// match. One installed after an iteration of its own signature has its first stage of views
+// mapped at the boundary (plans_unmapped counts plans with no stage mapped).
 TEST(RuntimeLifecycle, APlanIsMappedAtItsFirstMatchUnlessItsSignatureWasJustSeen) {
   auto driver = host_driver();
   Runtime rt(test_config("profile_iterations:1,varying_sizes:off"), *driver);
