@@ -987,8 +987,9 @@ void Runtime::choose_plan() {
   if (active_ == nullptr) active_ = cache_.most_recent();
   if (active_ != nullptr && active_->last_used <= disowned_stamp_) active_ = nullptr;
   if (active_ != nullptr) {
-    // A plan installed unmapped is mapped at this boundary when the iteration that just ended
-    // had its signature (the next will likely follow it too), else at its first match.
+    // A plan installed unmapped has its first stage of views mapped at this boundary when the
+    // iteration that just ended had its signature (the next will likely follow it too), else at
+    // its first match; the later stages as the iteration reaches them (plan_installer.h).
     if (active_->deferred() && have_last_key_ && key_of(active_->plan().signature) == last_key_) {
       active_->map_first_stage();
     }
