@@ -118,6 +118,7 @@ void Recorder::compare_sizes() {
   // so this iteration's tensors are those from the first one's id on, and sizes[id - first]
   // is each one's size (a free of an earlier tensor has a smaller id).
   std::vector<std::uint64_t> sizes;
+  std::vector<bool> freed;
   std::uint64_t first = 0;
   std::uint64_t bytes = 0;
   std::uint64_t peak = 0;
@@ -125,13 +126,20 @@ void Recorder::compare_sizes() {
     if (e.kind == EventKind::Alloc) {
       if (sizes.empty()) first = e.id;
       sizes.push_back(e.size);
+      freed.push_back(false);
       bytes += e.size;
       peak = std::max(peak, bytes);
     } else if (!sizes.empty() && e.id >= first && e.id - first < sizes.size()) {
       bytes -= sizes[e.id - first];
+      freed[e.id - first] = true;
     }
   }
   if (sizes.empty()) return;
+  std::vector<std::uint64_t> transient;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (freed[i]) transient.push_back(sizes[i]);
+  }
+  const std::vector<std::uint64_t> before = std::exchange(last_transient_, std::move(transient));
   // Bounded: a run whose structure keeps changing starts over rather than growing.
   if (largest_.size() >= kLargestKept && largest_.count(sizes.size()) == 0) largest_.clear();
   const std::size_t count = sizes.size();
@@ -147,6 +155,9 @@ void Recorder::compare_sizes() {
         std::max(count, previous) - std::min(count, previous) > kNearCounts) {
       OrdinalSizes& o = largest_.emplace(count, OrdinalSizes::first(sizes)).first->second;
       o.peak = peak;
+      if (previous != 0 && before.size() > count && before.size() - count <= count / kWarmUpShare) {
+        compare_with_warm_up(o, before);
+      }
       return;
     }
     OrdinalSizes seeded = aligned_to(near->second, sizes);
@@ -179,6 +190,56 @@ Recorder::OrdinalSizes Recorder::OrdinalSizes::first(const std::vector<std::uint
   return o;
 }
 
+std::size_t Recorder::split_point(const std::vector<std::uint64_t>& near,
+                                  const std::vector<std::uint64_t>& sizes) {
+  const std::size_t n = sizes.size();
+  const std::size_t m = near.size();
+  const std::size_t lead = n > m ? n - m : 0;
+  std::vector<std::size_t> agree_from(n + 1, 0);  // shifted agreements at ordinals >= i
+  for (std::size_t i = n; i-- > lead;) {
+    agree_from[i] = agree_from[i + 1] + (sizes[i] == near[i + m - n] ? 1 : 0);
+  }
+  std::size_t split = 0;
+  std::size_t best = agree_from[lead];
+  std::size_t agree_before = 0;
+  for (std::size_t at = 1; at <= std::min(n, m); ++at) {
+    agree_before += sizes[at - 1] == near[at - 1] ? 1 : 0;
+    const std::size_t score = agree_before + agree_from[at + lead];
+    if (score > best) {
+      best = score;
+      split = at;
+    }
+  }
+  return split;
+}
+
+void Recorder::compare_with_warm_up(OrdinalSizes& o, const std::vector<std::uint64_t>& before) {
+  // Aligned around one place, as a count a few off is (the warm-up's extra tensors come before
+  // its first forward pass). A size found within kWarmUpWindow ordinals of the aligned one is
+  // taken for a shift, not a change: the alignment may be off by a few where the warm-up also
+  // made or dropped a tensor elsewhere, and a warm-up's own sizes (weights, optimizer state)
+  // must not make a fixed tensor vary.
+  const std::size_t n = o.last.size();
+  const std::size_t m = before.size();
+  const std::size_t split = split_point(before, o.last);
+  auto aligned = [&](std::size_t i) { return i < split ? i : i + m - n; };
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t j = aligned(i);
+    const std::size_t lo = j > kWarmUpWindow ? j - kWarmUpWindow : 0;
+    const std::size_t hi = std::min(m, j + kWarmUpWindow + 1);
+    if (std::find(before.begin() + lo, before.begin() + hi, o.last[i]) == before.begin() + hi) {
+      changed.push_back(i);
+    }
+  }
+  if (static_cast<double>(changed.size()) < kWarmUpChanged * static_cast<double>(n)) return;
+  for (std::size_t i : changed) {
+    o.changes[i] = 2;
+    o.varies[i] = true;
+    o.largest[i] = std::max(o.largest[i], before[aligned(i)]);
+  }
+}
+
 Recorder::OrdinalSizes Recorder::aligned_to(const OrdinalSizes& near,
                                             const std::vector<std::uint64_t>& sizes) {
   // Before the split, sizes[i] stands for near's ordinal i; after it, for near's i + m - n.
@@ -187,21 +248,7 @@ Recorder::OrdinalSizes Recorder::aligned_to(const OrdinalSizes& near,
   const std::size_t m = near.last.size();
   const std::size_t lead = n > m ? n - m : 0;  // first ordinal with a shifted counterpart
   auto shifted = [&](std::size_t i) { return i + m - n; };
-  std::vector<std::size_t> agree_from(n + 1, 0);  // shifted agreements at ordinals >= i
-  for (std::size_t i = n; i-- > lead;) {
-    agree_from[i] = agree_from[i + 1] + (sizes[i] == near.last[shifted(i)] ? 1 : 0);
-  }
-  std::size_t split = 0;
-  std::size_t best = agree_from[lead];
-  std::size_t agree_before = 0;
-  for (std::size_t at = 1; at <= std::min(n, m); ++at) {
-    agree_before += sizes[at - 1] == near.last[at - 1] ? 1 : 0;
-    const std::size_t score = agree_before + agree_from[at + lead];
-    if (score > best) {
-      best = score;
-      split = at;
-    }
-  }
+  const std::size_t split = split_point(near.last, sizes);
   OrdinalSizes o = OrdinalSizes::first(sizes);
   for (std::size_t i = 0; i < n; ++i) {
     if (i >= split && i < split + lead) continue;

@@ -8,7 +8,8 @@
 // use inside that chunk do not overlap; validate_plan (plan_validator.h) checks exactly that.
 //
 // Time is the request index relative to the iteration's first request. A slot still live at the
-// end of the iteration (freed in the next one) is planned as live over the whole iteration.
+// end of the iteration (freed in the next one) wraps around the iteration's end
+// (slot_classifier.h).
 #pragma once
 
 #include <cstdint>

@@ -86,15 +86,25 @@ IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
       s.end = relative(l.end);
     } else {
       // Live on into the next iteration: over [start, requests) and, wrapping around,
-      // [0, free) of the next, written as [start, requests + free). Without a matching free of
-      // the iteration before, or if that free comes after this allocation (the tensor would
-      // meet its own next instance), over the whole iteration.
+      // [0, free) of the next, written as [start, requests + free). If that free comes after
+      // this allocation (the tensor would meet its own next instance), over the whole iteration.
       s.start = 0;
       s.end = out.requests;
       const auto key = std::make_pair(l.size, l.stream);
       const auto frees = carried_frees.find(key);
       std::size_t& used = carried_used[key];
-      if (frees != carried_frees.end() && used < frees->second.size()) {
+      const bool matched = frees != carried_frees.end() && used < frees->second.size();
+      // Without a matching free of the iteration before, the tensor did not come from the
+      // iteration before and need not come from the next: a buffer made again at each new
+      // longest sequence, state made lazily, a tensor kept for good. Planned over the whole
+      // iteration, its slot was one that the next iterations did not fill (llama7b-varlen's
+      // 47 MB sequence-parallel gather buffer, Megatron's GlobalMemoryBuffer, made in iteration
+      // 1 and freed in iteration 10: iteration 2's requests each went to the slot before their
+      // own and the plan was left), and its chunks reserved for nothing. Left out, as iteration
+      // 0's persistent tensors are, it is served dynamically when it comes. Iteration 0 has no
+      // iteration before: its carried slots stay.
+      if (!matched && iteration > 0) continue;
+      if (matched) {
         const std::uint64_t next_free = frees->second[used++];
         const std::uint64_t allocated = relative(l.start);
         if (next_free <= allocated) {

@@ -23,9 +23,12 @@ struct IterationSlots {
 // A slot not freed within the iteration, allocated at a, whose (size, stream) matches a tensor of
 // an earlier iteration freed in this one at f <= a (the k-th such slot the k-th such free), is
 // live over [a, requests + f): to the end and, wrapping around, until f in the next iteration.
-// Any other slot not freed within the iteration is live over the whole iteration [0, requests);
-// if its matching free comes after its allocation (its previous instance is still live when it
-// is made) it is also Dynamic: served beside the pool, which would never get to place it.
+// If its matching free comes after its allocation (its previous instance is still live when it
+// is made) it is live over the whole iteration [0, requests) and Dynamic: served beside the
+// pool, which would never get to place it. A slot not freed within the iteration with no
+// matching free is left out (counted in allocations, not in slots): nothing says that the next
+// iteration makes it again (a buffer remade at a new longest length, state made lazily); in
+// iteration 0, which has no iteration before, it is live over the whole iteration.
 // Dynamic: the event's dynamic hint, or another iteration with as many allocations has another
 // size at the same ordinal, or the allocation is of 0 bytes (no chunks, no budget: matched by
 // position, served outside the pool). Small: below small_threshold. Static: everything else.

@@ -30,6 +30,9 @@ std::vector<bool> varying_after(const std::vector<std::vector<std::uint64_t>>& i
   return v == nullptr ? std::vector<bool>{} : *v;
 }
 
+std::vector<bool> varying_after_warm_up(std::size_t extra, const std::vector<std::uint64_t>& warm,
+                                        const std::vector<std::uint64_t>& first);
+
 // An extra tensor at the front and one fewer at the end shift every other size to its
 // neighbour's ordinal: a one-off, only the new tensor's ordinal varies.
 TEST(Recorder, AShiftedIterationMakesOnlyTheNewSizeVary) {
@@ -67,6 +70,78 @@ TEST(Recorder, AnIterationAFewAllocationsOffIsComparedAlignedWithTheLast) {
 TEST(Recorder, AnIterationManyAllocationsOffStartsItsOwnComparison) {
   EXPECT_EQ(varying_after({{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10, 21}}, true),
             (std::vector<bool>(2, false)));
+}
+
+// A warm-up: `extra` tensors made and freed before the first forward pass, a persistent one,
+// then the iteration's own tensors.
+void record_warm_up(Recorder& r, std::size_t extra, const std::vector<std::uint64_t>& sizes) {
+  std::vector<std::uint64_t> ids;
+  for (std::size_t i = 0; i < extra; ++i) ids.push_back(r.alloc(7 + i, 0, 0, 0x1000));
+  for (std::size_t i = 0; i < extra; ++i) r.free(ids[i], 7 + i, 0, 0, 0x1000);
+  r.alloc(999'999, 0, 0, 0x1000);  // weights: never freed
+  record_iteration(r, sizes);
+}
+
+// Sizes that scale with a sequence length, every tenth one fixed.
+std::vector<std::uint64_t> scaled(std::uint64_t length, std::size_t count) {
+  std::vector<std::uint64_t> sizes;
+  for (std::size_t i = 0; i < count; ++i) {
+    sizes.push_back(i % 10 == 0 ? 5000 + i : length * (i + 1));
+  }
+  return sizes;
+}
+
+std::vector<bool> scaled_varying(std::size_t count) {
+  std::vector<bool> v;
+  for (std::size_t i = 0; i < count; ++i) v.push_back(i % 10 != 0);
+  return v;
+}
+
+std::vector<bool> varying_after_warm_up(std::size_t extra, const std::vector<std::uint64_t>& warm,
+                                        const std::vector<std::uint64_t>& first) {
+  Recorder r;
+  record_warm_up(r, extra, warm);
+  r.next_iteration(false);
+  record_iteration(r, first);
+  r.next_iteration(false);
+  const std::vector<bool>* v = r.varying_ordinals(first.size());
+  return v == nullptr ? std::vector<bool>{} : *v;
+}
+
+// The first iteration after a warm-up that also made a few tensors (at most 1/8 more) is
+// compared with the warm-up's tensors freed in it, aligned: a new sequence length makes its
+// sizes vary already, so the first plan has them Dynamic.
+TEST(Recorder, TheFirstIterationIsComparedWithTheWarmUpsOwnTensors) {
+  Recorder r;
+  record_warm_up(r, 5, scaled(100, 40));
+  r.next_iteration(false);
+  record_iteration(r, scaled(337, 40));
+  r.next_iteration(false);
+  const std::vector<bool>* varying = r.varying_ordinals(40);
+  ASSERT_NE(varying, nullptr);
+  EXPECT_EQ(*varying, scaled_varying(40));
+}
+
+// The same sizes after a warm-up: nothing varies. Sizes the warm-up made a few ordinals away
+// are taken for shifts, so that a misalignment does not make fixed tensors vary.
+TEST(Recorder, AWarmUpOfTheSameSizesOrOfShiftedOnesMakesNothingVary) {
+  EXPECT_EQ(varying_after_warm_up(5, scaled(100, 40), scaled(100, 40)),
+            std::vector<bool>(40, false));
+  std::vector<std::uint64_t> shifted = scaled(100, 40);
+  shifted.insert(shifted.begin() + 20, 123);  // one more in the warm-up's middle
+  EXPECT_EQ(varying_after_warm_up(4, shifted, scaled(100, 40)), std::vector<bool>(40, false));
+}
+
+// Under 3/4 of the sizes new (an MoE routing changes some), the warm-up decides nothing: the
+// next iteration of the count is compared as before. More extra tensors than 1/8 of the
+// iteration's: no comparison.
+TEST(Recorder, AWarmUpDecidesOnlyWhenMostSizesChanged) {
+  std::vector<std::uint64_t> half = scaled(100, 40);
+  for (std::size_t i = 0; i < 40; i += 2) half[i] += 1;
+  std::vector<std::uint64_t> warm = scaled(100, 40);
+  EXPECT_EQ(varying_after_warm_up(5, warm, half), std::vector<bool>(40, false));
+  EXPECT_EQ(varying_after_warm_up(6, scaled(100, 40), scaled(337, 40)),
+            std::vector<bool>(40, false));
 }
 
 // With varying_sizes:dynamic the varying ordinals are marked dynamic, and the signature leaves

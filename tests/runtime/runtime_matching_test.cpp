@@ -250,6 +250,58 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
   EXPECT_EQ(rt.stats().plans_installed, 1u);
 }
 
+// An iteration whose tensors all scale with the sequence length (activations, temporaries,
+// gradients) but for the optimizer's two small ones.
+void add_length_iteration(TraceBuilder& b, std::uint64_t length, int layers) {
+  std::vector<std::uint64_t> acts;
+  for (int l = 0; l < layers; ++l) {
+    acts.push_back(b.alloc(length * 3000 + static_cast<std::uint64_t>(l) * 512));
+    b.free(b.alloc(length * 700 + 64));
+  }
+  for (int l = layers - 1; l >= 0; --l) {
+    const std::uint64_t grad = b.alloc(length * 1100 + 1000, 0, 1);
+    b.free(acts[static_cast<std::size_t>(l)]);
+    b.free(grad);
+  }
+  b.free(b.alloc(256));
+  b.free(b.alloc(4));
+}
+
+// As a Megatron run with variable sequence lengths: the warm-up makes the weights and six
+// temporaries before its first forward pass, and iteration 1 makes a buffer that it keeps (the
+// sequence-parallel gather buffer, made again only at a longer length). The first plan is made
+// from iteration 1 with the lengths' sizes Dynamic already (compared with the warm-up's own
+// tensors), without the buffer (no free of the iteration before stands for it), and every
+// iteration after follows it: one plan, no miss.
+TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
+  const int layers = 16;
+  const std::uint64_t per_iteration = 3 * layers + 2;
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  std::vector<std::uint64_t> temporaries;
+  for (int t = 0; t < 6; ++t) temporaries.push_back(b.alloc(7777 + static_cast<std::uint64_t>(t)));
+  for (std::uint64_t t : temporaries) b.free(t);
+  const std::uint64_t lengths[] = {1428, 5738, 2120, 3482, 4858, 3730, 1012, 4872};
+  for (int i = 0; i < 8; ++i) {
+    if (i == 1) b.alloc(lengths[1] * 2048);
+    add_length_iteration(b, lengths[i], layers);
+    b.next_iteration();
+  }
+  ASSERT_LE(6u, (per_iteration + 1) / 8);  // the warm-up's extra tensors are compared
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const ReplayResult r = replay_verified(rt, b.trace());
+  ASSERT_EQ(r.iterations.size(), 8u);
+  EXPECT_EQ(r.iterations[1].plans_installed, 1u);
+  for (std::size_t i = 2; i < r.iterations.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(r.iterations[i].misses, 0u);
+    EXPECT_EQ(r.iterations[i].matches + r.iterations[i].conflicts, per_iteration);
+    EXPECT_EQ(r.iterations[i].plans_installed, 0u);
+  }
+  EXPECT_EQ(rt.stats().plans_installed, 1u);
+}
+
 // After the Dynamic plan, one iteration makes an extra request and gets an exact plan of its
 // own, which the next iteration is predicted to follow; the first request that does not fit it
 // switches to the plan whose Dynamic slot there takes any size. The extra request and the
