@@ -42,7 +42,8 @@ class Recorder {
   // given) gets the one applied.
   Trace iteration_trace(VaryingSizes policy, VaryingSizes* chosen = nullptr) const;
   // Which ordinals of finished iterations with this many allocations changed size at least
-  // twice; null when no such iteration finished.
+  // twice; null when no such iteration finished, or when only a warm-up told (those make
+  // Dynamic slots only).
   const std::vector<bool>* varying_ordinals(std::size_t allocations) const;
   // Ends the current iteration, keeping its requests for the retained trace or dropping them.
   void next_iteration(bool keep);
@@ -77,6 +78,9 @@ class Recorder {
     std::vector<std::uint8_t> changes;   // how often the size changed (counted up to 2)
     std::vector<bool> varies;            // changed at least twice
     std::uint64_t peak = 0;              // the largest peak of such an iteration's own tensors
+    // What varies is known from a warm-up only (compare_with_warm_up): no two iterations of
+    // this count were compared yet, so whether the sizes vary together is not known either.
+    bool from_warm_up = false;
     // The first iteration of its count: nothing changed yet.
     static OrdinalSizes first(const std::vector<std::uint64_t>& sizes);
   };

@@ -359,7 +359,7 @@ ChunkPlan plan_iteration(const Trace& trace, std::uint32_t iteration, const Plan
     throw UsageError("windowed plans need at least one window");
   }
   const std::uint64_t small = options.small_threshold == 0 ? g : options.small_threshold;
-  IterationSlots in = classify_slots(trace, iteration, small);
+  IterationSlots in = classify_slots(trace, iteration, small, options.plan_one_offs);
   // Placed on the timeline that makes slots carried into the next iteration plain intervals.
   const auto lifetimes = rotate_lifetimes(in.slots, in.requests);
 

@@ -110,6 +110,11 @@ struct PlanOptions {
   // Widened measured best, or within one chunk, on the presets (docs/planner.md); Auto plans
   // twice and keeps the better.
   RemainderPlacement remainder = RemainderPlacement::Widened;
+  // A tensor carried out of the planned iteration with no free of the iteration before to stand
+  // for it (a buffer remade at each new longest length, state made lazily): planned over the
+  // whole iteration, or left out (slot_classifier.h). The runtime leaves them out of plans with
+  // Dynamic slots for the sizes that vary.
+  bool plan_one_offs = true;
   // Portfolio only: the arena is cut into chunks and recoloured, and the search after the
   // portfolio found no plan with fewer chunks on any preset while costing up to 1.3 s of CPU.
   DsaOptions dsa{.time_limit_seconds = 0.0, .seed = 1, .parallel = true};

@@ -43,7 +43,7 @@ OrdinalSizes sizes_across_iterations(const Trace& trace, std::uint32_t iteration
 }  // namespace
 
 IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
-                              std::uint64_t small_threshold) {
+                              std::uint64_t small_threshold, bool plan_one_offs) {
   std::vector<std::uint64_t> positions;  // event indices of the iteration, ascending
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     if (trace.events[i].iteration == iteration) positions.push_back(i);
@@ -100,10 +100,10 @@ IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
       // iteration, its slot was one that the next iterations did not fill (llama7b-varlen's
       // 47 MB sequence-parallel gather buffer, Megatron's GlobalMemoryBuffer, made in iteration
       // 1 and freed in iteration 10: iteration 2's requests each went to the slot before their
-      // own and the plan was left), and its chunks reserved for nothing. Left out, as iteration
-      // 0's persistent tensors are, it is served dynamically when it comes. Iteration 0 has no
+      // own, Dynamic slots taking any size, and the plan was left). Left out, as iteration 0's
+      // persistent tensors are, it is served dynamically when it comes. Iteration 0 has no
       // iteration before: its carried slots stay.
-      if (!matched && iteration > 0) continue;
+      if (!matched && !plan_one_offs && iteration > 0) continue;
       if (matched) {
         const std::uint64_t next_free = frees->second[used++];
         const std::uint64_t allocated = relative(l.start);

@@ -26,13 +26,13 @@ struct IterationSlots {
 // If its matching free comes after its allocation (its previous instance is still live when it
 // is made) it is live over the whole iteration [0, requests) and Dynamic: served beside the
 // pool, which would never get to place it. A slot not freed within the iteration with no
-// matching free is left out (counted in allocations, not in slots): nothing says that the next
-// iteration makes it again (a buffer remade at a new longest length, state made lazily); in
-// iteration 0, which has no iteration before, it is live over the whole iteration.
+// matching free (a one-off: a buffer remade at a new longest length, state made lazily) is live
+// over the whole iteration; with plan_one_offs false it is left out (counted in allocations,
+// not in slots), except in iteration 0, which has no iteration before.
 // Dynamic: the event's dynamic hint, or another iteration with as many allocations has another
 // size at the same ordinal, or the allocation is of 0 bytes (no chunks, no budget: matched by
 // position, served outside the pool). Small: below small_threshold. Static: everything else.
 IterationSlots classify_slots(const Trace& trace, std::uint32_t iteration,
-                              std::uint64_t small_threshold);
+                              std::uint64_t small_threshold, bool plan_one_offs = true);
 
 }  // namespace stalloc

@@ -30,9 +30,6 @@ std::vector<bool> varying_after(const std::vector<std::vector<std::uint64_t>>& i
   return v == nullptr ? std::vector<bool>{} : *v;
 }
 
-std::vector<bool> varying_after_warm_up(std::size_t extra, const std::vector<std::uint64_t>& warm,
-                                        const std::vector<std::uint64_t>& first);
-
 // An extra tensor at the front and one fewer at the end shift every other size to its
 // neighbour's ordinal: a one-off, only the new tensor's ordinal varies.
 TEST(Recorder, AShiftedIterationMakesOnlyTheNewSizeVary) {
@@ -97,25 +94,47 @@ std::vector<bool> scaled_varying(std::size_t count) {
   return v;
 }
 
-std::vector<bool> varying_after_warm_up(std::size_t extra, const std::vector<std::uint64_t>& warm,
+std::vector<bool> dynamic_of(const Trace& t);
+
+// The Dynamic marks of the first iteration after the warm-up, as planned with varying_sizes
+// dynamic at its end.
+std::vector<bool> dynamic_after_warm_up(std::size_t extra, const std::vector<std::uint64_t>& warm,
                                         const std::vector<std::uint64_t>& first) {
   Recorder r;
   record_warm_up(r, extra, warm);
   r.next_iteration(false);
   record_iteration(r, first);
-  r.next_iteration(false);
-  const std::vector<bool>* v = r.varying_ordinals(first.size());
-  return v == nullptr ? std::vector<bool>{} : *v;
+  r.compare_sizes();
+  return dynamic_of(r.iteration_trace(VaryingSizes::Dynamic));
 }
 
 // The first iteration after a warm-up that also made a few tensors (at most 1/8 more) is
 // compared with the warm-up's tensors freed in it, aligned: a new sequence length makes its
-// sizes vary already, so the first plan has them Dynamic.
+// sizes Dynamic already in the first plan. Only Dynamic: with `auto` too, and with `largest`
+// the sizes are planned as they came, until a second iteration of the count tells whether they
+// vary together.
 TEST(Recorder, TheFirstIterationIsComparedWithTheWarmUpsOwnTensors) {
+  EXPECT_EQ(dynamic_after_warm_up(5, scaled(100, 40), scaled(337, 40)), scaled_varying(40));
+
   Recorder r;
   record_warm_up(r, 5, scaled(100, 40));
   r.next_iteration(false);
   record_iteration(r, scaled(337, 40));
+  r.compare_sizes();
+  VaryingSizes chosen = VaryingSizes::Off;
+  EXPECT_EQ(dynamic_of(r.iteration_trace(VaryingSizes::Auto, &chosen)), scaled_varying(40));
+  EXPECT_EQ(chosen, VaryingSizes::Dynamic);
+  const Trace largest = r.iteration_trace(VaryingSizes::Largest);
+  EXPECT_EQ(dynamic_of(largest), std::vector<bool>(40, false));
+  std::vector<std::uint64_t> planned;
+  for (const Event& e : largest.events) {
+    if (e.kind == EventKind::Alloc) planned.push_back(e.size);
+  }
+  EXPECT_EQ(planned, scaled(337, 40));
+  EXPECT_EQ(r.varying_ordinals(40), nullptr);
+
+  r.next_iteration(false);
+  record_iteration(r, scaled(211, 40));
   r.next_iteration(false);
   const std::vector<bool>* varying = r.varying_ordinals(40);
   ASSERT_NE(varying, nullptr);
@@ -125,11 +144,11 @@ TEST(Recorder, TheFirstIterationIsComparedWithTheWarmUpsOwnTensors) {
 // The same sizes after a warm-up: nothing varies. Sizes the warm-up made a few ordinals away
 // are taken for shifts, so that a misalignment does not make fixed tensors vary.
 TEST(Recorder, AWarmUpOfTheSameSizesOrOfShiftedOnesMakesNothingVary) {
-  EXPECT_EQ(varying_after_warm_up(5, scaled(100, 40), scaled(100, 40)),
+  EXPECT_EQ(dynamic_after_warm_up(5, scaled(100, 40), scaled(100, 40)),
             std::vector<bool>(40, false));
   std::vector<std::uint64_t> shifted = scaled(100, 40);
   shifted.insert(shifted.begin() + 20, 123);  // one more in the warm-up's middle
-  EXPECT_EQ(varying_after_warm_up(4, shifted, scaled(100, 40)), std::vector<bool>(40, false));
+  EXPECT_EQ(dynamic_after_warm_up(4, shifted, scaled(100, 40)), std::vector<bool>(40, false));
 }
 
 // Under 3/4 of the sizes new (an MoE routing changes some), the warm-up decides nothing: the
@@ -139,8 +158,8 @@ TEST(Recorder, AWarmUpDecidesOnlyWhenMostSizesChanged) {
   std::vector<std::uint64_t> half = scaled(100, 40);
   for (std::size_t i = 0; i < 40; i += 2) half[i] += 1;
   std::vector<std::uint64_t> warm = scaled(100, 40);
-  EXPECT_EQ(varying_after_warm_up(5, warm, half), std::vector<bool>(40, false));
-  EXPECT_EQ(varying_after_warm_up(6, scaled(100, 40), scaled(337, 40)),
+  EXPECT_EQ(dynamic_after_warm_up(5, warm, half), std::vector<bool>(40, false));
+  EXPECT_EQ(dynamic_after_warm_up(6, scaled(100, 40), scaled(337, 40)),
             std::vector<bool>(40, false));
 }
 

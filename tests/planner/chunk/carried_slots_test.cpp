@@ -86,27 +86,35 @@ TEST(CarriedSlots, ATensorMadeBeforeItsPreviousInstanceIsFreedIsLeftOutOfThePool
   EXPECT_TRUE(validate_plan(plan).ok);
 }
 
-// Nothing says that the next iteration makes again a tensor that no free of the iteration
-// before stands for (a buffer remade at a new longest length, state made lazily): its slot is
-// left out, and the plan reserves nothing for it. Iteration 0 has no iteration before: there
-// it stays, live over the whole iteration.
-TEST(CarriedSlots, WithoutAMatchingFreeATensorIsLeftOutAfterIterationZero) {
+// A tensor carried out with no free of the iteration before to stand for it (a buffer remade at
+// a new longest length, state made lazily) is planned over the whole iteration; with
+// plan_one_offs false (the runtime's plans with Dynamic slots) it is left out and the plan
+// reserves nothing for it. Iteration 0 has no iteration before: there it stays either way.
+TEST(CarriedSlots, WithoutAMatchingFreeATensorSpansTheIterationOrIsLeftOut) {
   TraceBuilder b;
   b.alloc(1, 2 * kG, 0).alloc(4, kG, 0).alloc(5, kG, 0).free(5, 0).free(1, 0);  // 4 carried
   b.alloc(2, 2 * kG, 1).alloc(3, 3 * kG, 1).free(2, 1);  // 3 is never freed
   b.free(4, 1);
   const Trace trace = b.build();
-  const IterationSlots in = classify_slots(trace, 1, kG);
+  const IterationSlots kept = classify_slots(trace, 1, kG);
+  ASSERT_EQ(kept.slots.size(), 2u);
+  EXPECT_EQ(kept.slots[1].start, 0u);
+  EXPECT_EQ(kept.slots[1].end, kept.requests);
+  EXPECT_EQ(kept.slots[1].kind, SlotKind::Static);
+
+  const IterationSlots in = classify_slots(trace, 1, kG, false);
   EXPECT_EQ(in.allocations, 2u);
   ASSERT_EQ(in.slots.size(), 1u);
   EXPECT_EQ(in.slots[0].ordinal, 0u);
   PlanOptions options;
   options.granularity = kG;
+  EXPECT_EQ(plan_iteration(trace, 1, options).num_chunks, 5u);  // tensors 2 and 3
+  options.plan_one_offs = false;
   const ChunkPlan plan = plan_iteration(trace, 1, options);
   EXPECT_EQ(plan.num_chunks, 2u);  // tensor 2 alone
   EXPECT_TRUE(validate_plan(plan).ok);
 
-  const IterationSlots first = classify_slots(trace, 0, kG);
+  const IterationSlots first = classify_slots(trace, 0, kG, false);
   ASSERT_EQ(first.slots.size(), 3u);
   EXPECT_EQ(first.slots[1].start, 0u);
   EXPECT_EQ(first.slots[1].end, first.requests);

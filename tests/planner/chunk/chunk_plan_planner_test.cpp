@@ -87,7 +87,7 @@ TEST(ChunkPlanPlanner, RandomTracesGiveValidPlansInEveryMode) {
   }
 }
 
-TEST(ChunkPlanPlanner, SlotsAreRelativeToTheIterationAndUnmatchedCarriedOnesLeftOut) {
+TEST(ChunkPlanPlanner, SlotsAreRelativeToTheIterationAndCarriedOnesSpanIt) {
   Trace t = TraceBuilder()
                 .alloc(1, 4096, 0).alloc(2, 8192, 0)  // 1 is persistent, 2 carried into iteration 1
                 .alloc(3, 4096, 1).free(2, 1).free(3, 1).alloc(4, kG, 1)  // 4 carried out
@@ -100,11 +100,11 @@ TEST(ChunkPlanPlanner, SlotsAreRelativeToTheIterationAndUnmatchedCarriedOnesLeft
   EXPECT_EQ(it0.slots[0].end, 2u);
 
   ChunkPlan it1 = plan_and_validate(t, 1);
-  // 4 is carried out with no tensor of iteration 0 freed in iteration 1 to stand for its next
-  // free (2 has another size): left out (slot_classifier.h).
-  ASSERT_EQ(it1.slots.size(), 1u);
+  ASSERT_EQ(it1.slots.size(), 2u);
   EXPECT_EQ(slot(it1, 0).start, 0u);
   EXPECT_EQ(slot(it1, 0).end, 2u);
+  EXPECT_EQ(slot(it1, 1).start, 0u) << "a slot freed in a later iteration spans the whole iteration";
+  EXPECT_EQ(slot(it1, 1).end, 4u);
   EXPECT_EQ(it1.signature.requests, 4u);
   EXPECT_EQ(it1.signature.allocations, 2u);
 }
