@@ -170,7 +170,7 @@ void Recorder::compare_sizes() {
   }
   OrdinalSizes& o = largest_.at(count);
   o.peak = std::max(o.peak, peak);
-  if (o.last != sizes) o.from_warm_up = false;
+  if (o.from_warm_up && o.last != sizes) o.from_warm_up = false;
   // One iteration whose requests are shifted (an extra tensor here, one missing there) changes
   // many ordinals once, each to a neighbour's size; sizes that really vary change again and
   // again, or to a size no neighbour had (a sequence length, a routing never seen). Two changes,
