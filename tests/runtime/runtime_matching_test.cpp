@@ -273,9 +273,7 @@ void add_length_iteration(TraceBuilder& b, std::uint64_t length, int layers) {
 // from iteration 1 with the lengths' sizes Dynamic already (compared with the warm-up's own
 // tensors), without the buffer (no free of the iteration before stands for it), and every
 // iteration after follows it: one plan, no miss.
-TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
-  const int layers = 16;
-  const std::uint64_t per_iteration = 3 * layers + 2;
+Trace megatron_like_lengths_trace(int layers) {
   TraceBuilder b;
   b.alloc(3 * kG);
   std::vector<std::uint64_t> temporaries;
@@ -287,10 +285,18 @@ TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
     add_length_iteration(b, lengths[i], layers);
     b.next_iteration();
   }
+  return b.trace();
+}
+
+TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
+  const int layers = 16;
+  const std::uint64_t per_iteration = 3 * layers + 2;
   ASSERT_LE(6u, (per_iteration + 1) / 8);  // the warm-up's extra tensors are compared
+  const std::string log = ::testing::TempDir() + "/first_plan_of_lengths.log";
+  std::remove(log.c_str());
   auto driver = host_driver();
-  Runtime rt(test_config("profile_iterations:1"), *driver);
-  const ReplayResult r = replay_verified(rt, b.trace());
+  Runtime rt(test_config("profile_iterations:1,log:" + log), *driver);
+  const ReplayResult r = replay_verified(rt, megatron_like_lengths_trace(layers));
   ASSERT_EQ(r.iterations.size(), 8u);
   EXPECT_EQ(r.iterations[1].plans_installed, 1u);
   for (std::size_t i = 2; i < r.iterations.size(); ++i) {
@@ -300,6 +306,11 @@ TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
     EXPECT_EQ(r.iterations[i].plans_installed, 0u);
   }
   EXPECT_EQ(rt.stats().plans_installed, 1u);
+  std::ifstream in(log);
+  const std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("plan installed: " + std::to_string(per_iteration) + " slots"),
+            std::string::npos)
+      << "the buffer is left out\n" << logged;
 }
 
 // After the Dynamic plan, one iteration makes an extra request and gets an exact plan of its
