@@ -269,10 +269,7 @@ void add_length_iteration(TraceBuilder& b, std::uint64_t length, int layers) {
 
 // As a Megatron run with variable sequence lengths: the warm-up makes the weights and six
 // temporaries before its first forward pass, and iteration 1 makes a buffer that it keeps (the
-// sequence-parallel gather buffer, made again only at a longer length). The first plan is made
-// from iteration 1 with the lengths' sizes Dynamic already (compared with the warm-up's own
-// tensors), without the buffer (no free of the iteration before stands for it), and every
-// iteration after follows it: one plan, no miss.
+// sequence-parallel gather buffer, made again only at a longer length).
 Trace megatron_like_lengths_trace(int layers) {
   TraceBuilder b;
   b.alloc(3 * kG);
@@ -288,6 +285,9 @@ Trace megatron_like_lengths_trace(int layers) {
   return b.trace();
 }
 
+// The first plan is made from iteration 1 with the lengths' sizes Dynamic already (compared
+// with the warm-up's own tensors), without the buffer (no free of the iteration before stands
+// for it), and every iteration after follows it: one plan, no miss.
 TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
   const int layers = 16;
   const std::uint64_t per_iteration = 3 * layers + 2;
