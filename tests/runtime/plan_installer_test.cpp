@@ -122,5 +122,30 @@ TEST(InstalledPlan, MapDeferredMapsEveryStage) {
   for (std::uint32_t k = 0; k < kSlots; ++k) f.check(k);
 }
 
+// A plan refused for the live mappings it needs leaves nothing behind: no pool chunk created,
+// no address space reserved (the chunks of a refused alias plan stayed beside the online path:
+// llama7b-tp4pp2vpp2 at the host's vm.max_map_count held 26 GiB for nothing).
+TEST(InstalledPlan, APlanOverTheMappingRoomCreatesNoChunk) {
+  auto host = host_driver();
+  PhysicalMemory memory(*host, kG, 0);
+  PlanPool pool(memory);
+  StreamSync sync(*host);
+  std::string why;
+  std::uint64_t asked = 0;
+  auto plan = InstalledPlan::install(plan_of_own_views(), *host, pool, sync,
+                                     [&](std::uint64_t needed) {
+                                       asked = needed;
+                                       return needed - 1;
+                                     },
+                                     &why);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_EQ(asked, 2u * kSlots);
+  EXPECT_NE(why.find("live mappings limit"), std::string::npos) << why;
+  EXPECT_EQ(pool.size(), 0u);
+  EXPECT_EQ(memory.reserved_bytes(), 0u);
+  EXPECT_EQ(host->counters().creates, 0u);
+  EXPECT_EQ(host->counters().reserves, 0u);
+}
+
 }  // namespace
 }  // namespace stalloc
