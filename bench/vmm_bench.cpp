@@ -19,6 +19,7 @@
 // BM_VmmCallWhileBusy times map, set_access and unmap per chunk as BM_VmmCall does, while
 // memsets of a 1 GiB buffer of its own keep the GPU busy (bench/busy_gpu.h); busy_at_end is the
 // share of batches that ended with the load still running.
+// BM_UnmapAcrossMappings times one cuMemUnmap over k adjacent mappings (k = 1, 4, 16, 64).
 // BM_StreamCall times cuStreamIsCapturing on a stream of its own (the runtime asks it at each
 // malloc and free off the default stream) and cuCtxSynchronize on an idle device (the floor of
 // the out-of-memory path's one wait), per call.
@@ -301,6 +302,55 @@ void BM_VmmCallSized(benchmark::State& state, const char* backend, Step step) {
   }
   state.counters["handle_bytes"] = static_cast<double>(bytes);
 }
+
+// One cuMemUnmap over state.range(0) adjacent mappings of a granule each (their range whole),
+// time per call; the mappings made and given access untimed. cuda.h forbids unmapping part of
+// a mapping, not several whole ones at once (NVIDIA's multi-device mmap sample does), and the
+// arenas and plan views unmap runs of pages one call per page (21 us each on an H200): whether
+// one call costs as one or as k decides whether to batch them. Skipped with the driver's error
+// where it refuses (the host emulation: one mapping per unmap, as the runtime calls it).
+void BM_UnmapAcrossMappings(benchmark::State& state, const char* backend) {
+  const auto k = static_cast<std::size_t>(state.range(0));
+  std::size_t g = 0;
+  VaReservation range;
+  Driver* driver = prepare(state, backend, 1, k, &g, &range);
+  if (driver == nullptr) return;
+  std::vector<ChunkHandle> chunks(k);
+  for (auto& c : chunks) {
+    if (!ok(state, driver->create(&c, g), "create")) return;
+  }
+  const DevicePtr base = range.base();
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < k; ++i) {
+      if (!ok(state, driver->map(base + i * g, g, 0, chunks[i]), "map")) return;
+    }
+    if (!ok(state, driver->set_access(base, k * g, Access::ReadWrite), "set_access")) return;
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = driver->unmap(base, k * g);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s != Status::Success) {
+      for (std::size_t i = 0; i < k; ++i) driver->unmap(base + i * g, g);
+      state.SkipWithError(("one unmap over " + std::to_string(k) +
+                           " mappings failed: " + std::string(status_name(s))).c_str());
+      break;
+    }
+    state.SetIterationTime(seconds);
+  }
+  for (auto c : chunks) driver->release(c);
+  state.counters["mappings"] = static_cast<double>(k);
+}
+
+BENCHMARK_CAPTURE(BM_UnmapAcrossMappings, cuda, "cuda")
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Arg(1)->Arg(4)->Arg(16)->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_UnmapAcrossMappings, host_unbacked, "host_unbacked")
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond);
 
 enum class EventStep { Record, Query, StreamWait };
 
