@@ -13,6 +13,8 @@ namespace {
 // (dedicated_ranges.h; both measured under lag, docs/benchmarks.md).
 constexpr std::uint64_t kLargerShare = 8;
 constexpr std::uint64_t kSharedAtMost = 2;
+// The most cached ranges a stitch maps together: each is a cuMemMap (and a cuMemUnmap later).
+constexpr std::size_t kStitchParts = 8;
 }  // namespace
 
 DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
@@ -25,6 +27,17 @@ DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, St
       granularity_(memory.granularity()) {}
 
 DedicatedRanges::~DedicatedRanges() {
+  // Stitched mappings first: their parts' chunks are released below.
+  unmap_stitches(true);
+  for (auto& [address, st] : stitched_) {
+    std::uint64_t offset = 0;
+    for (Range& part : st.parts) {
+      driver_.unmap(address + offset, part.bytes);
+      offset += part.bytes;
+    }
+    driver_.free_reservation(address, st.bytes);
+    for (Range& part : st.parts) destroy(part);
+  }
   for (Range& r : cached_) {
     markers_.release(r.marker);
     destroy(r);
@@ -45,9 +58,10 @@ bool DedicatedRanges::gpu_done(Range& r) {
 }
 
 std::uint64_t DedicatedRanges::release_for(std::uint64_t bytes) {
+  unmap_stitches(false);
   std::uint64_t released = 0;
   for (auto it = cached_.begin(); it != cached_.end() && released < bytes;) {
-    if (!gpu_done(*it)) {
+    if (stitched_chunks_.count(it->chunk.handle) != 0 || !gpu_done(*it)) {
       ++it;
       continue;
     }
@@ -149,7 +163,8 @@ vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint6
   if (fit_range != shared_.end()) {
     return take_piece(fit_range, fit_offset, bytes, size, stream);
   }
-  if (larger == cached_.end() || larger->bytes > kSharedAtMost * bytes) return 0;
+  if (larger == cached_.end()) return stitch(bytes, size, stream);
+  if (larger->bytes > kSharedAtMost * bytes) return 0;
   shared_.push_back(Shared{uncache(larger), {}});
   const vmm::DevicePtr address = take_piece(std::prev(shared_.end()), 0, bytes, size, stream);
   if (address == 0) {
@@ -157,6 +172,116 @@ vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint6
     shared_.pop_back();
   }
   return address;
+}
+
+vmm::DevicePtr DedicatedRanges::stitch(std::uint64_t bytes, std::uint64_t size,
+                                       std::uint32_t stream) {
+  // The largest cached ranges smaller than the request until they cover it, the last one the
+  // smallest that still does: as few calls as may be, and little of them left over.
+  std::vector<std::list<Range>::iterator> order;
+  for (auto it = cached_.begin(); it != cached_.end(); ++it) {
+    if (it->bytes < bytes) order.push_back(it);
+  }
+  std::sort(order.begin(), order.end(),
+            [](auto a, auto b) { return a->bytes > b->bytes; });
+  std::vector<std::list<Range>::iterator> parts;
+  std::uint64_t sum = 0;
+  std::size_t next = 0;
+  while (sum < bytes && parts.size() < kStitchParts && next < order.size()) {
+    const std::uint64_t need = bytes - sum;
+    std::size_t pick = next;
+    for (std::size_t k = next; k < order.size() && order[k]->bytes >= need; ++k) pick = k;
+    std::swap(order[next], order[pick]);
+    parts.push_back(order[next]);
+    sum += order[next]->bytes;
+    ++next;
+  }
+  if (sum < bytes || parts.size() < 2) return 0;
+  StreamMask users = 0;
+  for (auto it : parts) users |= it->users;
+  vmm::DevicePtr address = 0;
+  if (!sync_.order_after(users, stream, StreamSync::kUnstamped) ||
+      driver_.reserve(&address, sum) != vmm::Status::Success) {
+    return 0;
+  }
+  std::uint64_t mapped = 0;
+  bool ok = true;
+  for (auto it : parts) {
+    if (driver_.map(address + mapped, it->bytes, 0, it->chunk.handle) != vmm::Status::Success) {
+      ok = false;
+      break;
+    }
+    mapped += it->bytes;
+  }
+  ok = ok && driver_.set_access(address, sum, vmm::Access::ReadWrite) == vmm::Status::Success;
+  if (!ok) {
+    std::uint64_t offset = 0;
+    for (std::size_t k = 0; offset < mapped; ++k) {
+      driver_.unmap(address + offset, parts[k]->bytes);
+      offset += parts[k]->bytes;
+    }
+    driver_.free_reservation(address, sum);
+    return 0;
+  }
+  Stitch st;
+  st.address = address;
+  st.bytes = sum;
+  st.size = size;
+  st.users = StreamSync::bit(stream);
+  for (auto it : parts) {
+    ++stitched_chunks_[it->chunk.handle];
+    st.parts.push_back(uncache(it));
+  }
+  stitched_.emplace(address, std::move(st));
+  live_bytes_ += size;
+  return address;
+}
+
+bool DedicatedRanges::free_stitched(vmm::DevicePtr ptr, StreamMask used_by) {
+  auto it = stitched_.find(ptr);
+  if (it == stitched_.end()) return false;
+  Stitch st = std::move(it->second);
+  stitched_.erase(it);
+  live_bytes_ -= st.size;
+  st.users |= used_by;
+  Unstitch u;
+  u.address = st.address;
+  u.bytes = st.bytes;
+  u.users = st.users;
+  u.marker = markers_.take(st.users);
+  markers_.end_free(u.marker);
+  // The parts are cached again now: the next tensor on them is ordered after this one's streams.
+  for (Range& part : st.parts) {
+    u.part_bytes.push_back(part.bytes);
+    u.part_chunks.push_back(part.chunk.handle);
+    part.users |= st.users;
+    part.freed = sync_.now();
+    cache(std::move(part));
+  }
+  unstitching_.push_back(std::move(u));
+  unmap_stitches(false);
+  return true;
+}
+
+void DedicatedRanges::unmap_stitches(bool all) {
+  for (auto it = unstitching_.begin(); it != unstitching_.end();) {
+    Unstitch& u = *it;
+    const bool done = all || (u.marker == FreeMarkers::kNone ? u.users == 0 : markers_.done(u.marker));
+    if (!done) {
+      ++it;
+      continue;
+    }
+    std::uint64_t offset = 0;
+    for (std::size_t k = 0; k < u.part_bytes.size(); ++k) {
+      driver_.unmap(u.address + offset, u.part_bytes[k]);
+      offset += u.part_bytes[k];
+      auto count = stitched_chunks_.find(u.part_chunks[k]);
+      if (--count->second == 0) stitched_chunks_.erase(count);
+    }
+    driver_.free_reservation(u.address, u.bytes);
+    markers_.release(u.marker);
+    it = unstitching_.erase(it);
+  }
 }
 
 vmm::DevicePtr DedicatedRanges::take_piece(std::list<Shared>::iterator shared,
@@ -217,12 +342,13 @@ std::uint64_t DedicatedRanges::live_range_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& [address, range] : live_) bytes += range.bytes;
   for (const Shared& s : shared_) bytes += s.range.bytes;
+  for (const auto& [address, st] : stitched_) bytes += st.bytes;
   return bytes;
 }
 
 bool DedicatedRanges::free(vmm::DevicePtr ptr, StreamMask used_by) {
   auto it = live_.find(ptr);
-  if (it == live_.end()) return free_piece(ptr, used_by);
+  if (it == live_.end()) return free_piece(ptr, used_by) || free_stitched(ptr, used_by);
   Range r = std::move(it->second);
   live_.erase(it);
   live_bytes_ -= r.size;

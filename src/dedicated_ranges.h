@@ -34,7 +34,12 @@
 // llama7b-tp2pp2-r from 94.7% to 97.7% (97.3% with sharing, which holds a range out of reach of
 // a later request of its own size), sharing gpt2-1024-mbs128-r from 83.9% to 92.4% (its sizes
 // are 4/3 to 2x apart); sharing ranges up to 3x or 4x larger cost other workloads more
-// (docs/benchmarks.md, "Seventeenth session").
+// (docs/benchmarks.md, "Seventeenth session"). Last, a miss larger than every cached range is
+// stitched from several smaller ones (at most kStitchParts): their chunks are mapped again side
+// by side in a reservation of its own (a chunk may be mapped at several addresses; their own
+// mappings stay), one access call over it, and its tensor ordered after the parts' users. Freed,
+// the parts are cached again at once and the stitched mappings go once the GPU is done with
+// them; until then no part is released (its chunk is still mapped there).
 #pragma once
 
 #include <cstdint>
@@ -93,6 +98,24 @@ class DedicatedRanges {
     std::uint32_t marker = FreeMarkers::kNone;  // cached: when the GPU is done with it
   };
 
+  // A range made of cached ranges mapped side by side (the header comment), live.
+  struct Stitch {
+    vmm::DevicePtr address = 0;
+    std::uint64_t bytes = 0;  // the reservation: the parts' bytes together
+    std::uint64_t size = 0;   // requested
+    StreamMask users = 0;
+    std::vector<Range> parts;
+  };
+  // A freed stitch's mappings, unmapped once its marker says the GPU is done with them.
+  struct Unstitch {
+    vmm::DevicePtr address = 0;
+    std::uint64_t bytes = 0;
+    std::vector<std::uint64_t> part_bytes;
+    std::vector<vmm::ChunkHandle> part_chunks;
+    StreamMask users = 0;
+    std::uint32_t marker = FreeMarkers::kNone;
+  };
+
   // A range shared by tensors while the GPU is behind: their blocks by offset (bytes taken).
   struct Shared {
     Range range;  // users and freed: of every tensor it held since it was cached
@@ -115,6 +138,12 @@ class DedicatedRanges {
   vmm::DevicePtr take_piece(std::list<Shared>::iterator shared, std::uint64_t offset,
                             std::uint64_t bytes, std::uint64_t size, std::uint32_t stream);
   bool free_piece(vmm::DevicePtr ptr, StreamMask used_by);
+  // A miss served on several cached ranges mapped again side by side; 0 when they cannot cover
+  // it or the calls fail (nothing left behind then).
+  vmm::DevicePtr stitch(std::uint64_t bytes, std::uint64_t size, std::uint32_t stream);
+  bool free_stitched(vmm::DevicePtr ptr, StreamMask used_by);
+  // Unmaps the stitched mappings whose GPU work is done (all of them: `all`, at teardown).
+  void unmap_stitches(bool all);
   // Out of the cache, its marker dropped.
   Range uncache(std::list<Range>::iterator it);
   // Live, for a tensor of `size` bytes on `stream`.
@@ -135,6 +164,10 @@ class DedicatedRanges {
   std::list<Range> cached_;  // oldest first
   std::list<Shared> shared_;
   std::unordered_map<vmm::DevicePtr, Piece> pieces_;  // the shared ranges' tensors
+  std::unordered_map<vmm::DevicePtr, Stitch> stitched_;
+  std::list<Unstitch> unstitching_;
+  // Chunks still mapped in a stitch, and in how many: never released until then.
+  std::unordered_map<vmm::ChunkHandle, std::uint32_t> stitched_chunks_;
   std::uint64_t live_bytes_ = 0;
   std::uint64_t cached_bytes_ = 0;
   std::uint64_t served_behind_gpu_ = 0;

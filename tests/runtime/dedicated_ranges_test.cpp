@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "tests/runtime/runtime_test_support.h"
 #include "vmm/fault_injecting_driver.h"
@@ -199,6 +201,133 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindTensorsShareACachedRangeInStreamOrder) 
   EXPECT_EQ(f.ranges.release_cached(), 1u);
   EXPECT_EQ(f.memory.reserved_bytes(), 0u);
   EXPECT_EQ(f.driver.counters().live_mappings, 0u);
+}
+
+// Busy cached ranges of 5 and 3 granules, both freed while the GPU runs on them.
+struct StitchFixture : RangesFixture {
+  StitchFixture() {
+    std::string why;
+    five = ranges.allocate(5 * kG, 0, &why);
+    three = ranges.allocate(3 * kG, 0, &why);
+    EXPECT_NE(five, 0u) << why;
+    EXPECT_NE(three, 0u) << why;
+    driver.hold_events(true);
+    EXPECT_TRUE(ranges.free(five, StreamSync::bit(0)));
+    EXPECT_TRUE(ranges.free(three, StreamSync::bit(0)));
+  }
+  vmm::DevicePtr five = 0;
+  vmm::DevicePtr three = 0;
+};
+
+// A miss larger than every cached range, with nothing the GPU is done with: the cached ranges
+// are mapped again side by side for it (their chunks, no new one), one access call, and their
+// own mappings stay. Freed, they are cached again at once; the stitched mappings go, and only
+// then may the parts be released, once the GPU is done.
+TEST(DedicatedRanges, WhileTheGpuIsBehindAMissLargerThanAnyCachedRangeIsStitchedFromThem) {
+  StitchFixture f;
+  std::string why;
+  const auto before = f.driver.counters();
+  vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  const auto after = f.driver.counters();
+  EXPECT_EQ(after.creates, before.creates);
+  EXPECT_EQ(after.maps, before.maps + 2);
+  EXPECT_EQ(after.set_accesses, before.set_accesses + 1);
+  EXPECT_EQ(after.live_mappings, 4u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.cached_ranges(), 0u);
+  EXPECT_EQ(f.ranges.live_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.live_range_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.served_behind_gpu(), 1u);
+  // The larger part first; each part's bytes are the same memory under its own address.
+  std::memset(reinterpret_cast<void*>(p), 0x5a, 5 * kG);
+  std::memset(reinterpret_cast<void*>(p + 5 * kG), 0xa5, 3 * kG);
+  EXPECT_TRUE(holds(f.five, 5 * kG, 0x5a));
+  EXPECT_TRUE(holds(f.three, 3 * kG, 0xa5));
+  ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.ranges.cached_ranges(), 2u);
+  EXPECT_EQ(f.driver.counters().live_mappings, 4u);  // the GPU may still use the stitch
+  EXPECT_EQ(f.ranges.release_cached(), 0u);
+  // The same size again takes a part back in stream order, with no call.
+  const auto maps = f.driver.counters().maps;
+  EXPECT_EQ(f.ranges.allocate(3 * kG, 0, &why), f.three);
+  EXPECT_EQ(f.driver.counters().maps, maps);
+  ASSERT_TRUE(f.ranges.free(f.three, StreamSync::bit(0)));
+  f.driver.hold_events(false);
+  EXPECT_EQ(f.ranges.release_cached(), 2u);
+  const auto end = f.driver.counters();
+  EXPECT_EQ(end.live_mappings, 0u);
+  EXPECT_EQ(end.live_reservations, 0u);
+  EXPECT_EQ(end.live_chunks, 0u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 0u);
+}
+
+// Cached ranges that cannot cover a miss together are not stitched: the miss makes its range.
+TEST(DedicatedRanges, CachedRangesTooSmallTogetherAreNotStitched) {
+  StitchFixture f;
+  std::string why;
+  const auto creates = f.driver.counters().creates;
+  vmm::DevicePtr p = f.ranges.allocate(9 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  EXPECT_EQ(f.driver.counters().creates, creates + 1);
+  EXPECT_EQ(f.ranges.cached_ranges(), 2u);
+  EXPECT_EQ(f.ranges.served_behind_gpu(), 0u);
+}
+
+// A stitch on another stream waits for the parts' stream; a failed map or access call undoes
+// the stitch (the parts stay cached) and the miss makes its own range.
+TEST(DedicatedRanges, AStitchIsOrderedAfterItsPartsAndRolledBackWhenACallFails) {
+  {
+    StitchFixture f;
+    std::string why;
+    const std::uint32_t second = f.sync.index_of(0x1234);
+    const auto waits = f.driver.counters().stream_waits;
+    ASSERT_NE(f.ranges.allocate(8 * kG, second, &why), 0u) << why;
+    EXPECT_EQ(f.driver.counters().stream_waits, waits + 1);
+    EXPECT_EQ(f.ranges.served_behind_gpu(), 1u);
+  }
+  for (auto [kind, nth] : {std::pair{vmm::CallMask::Map, 2}, std::pair{vmm::CallMask::SetAccess, 1},
+                           std::pair{vmm::CallMask::Reserve, 1}}) {
+    StitchFixture f;
+    std::string why;
+    f.driver.fail_nth(static_cast<std::uint64_t>(nth), kind);
+    vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
+    ASSERT_NE(p, 0u) << why;  // made after the failed stitch
+    const auto c = f.driver.counters();
+    EXPECT_EQ(f.ranges.served_behind_gpu(), 0u);
+    EXPECT_EQ(f.ranges.cached_ranges(), 2u);
+    EXPECT_EQ(c.live_mappings, 3u);
+    EXPECT_EQ(c.live_reservations, 3u);
+    EXPECT_EQ(f.memory.reserved_bytes(), 16 * kG);
+    std::memset(reinterpret_cast<void*>(p), 7, 8 * kG);
+    EXPECT_TRUE(holds(p, 8 * kG, 7));
+  }
+}
+
+// Torn down with a stitch live and another's mappings pending, nothing is left behind.
+TEST(DedicatedRanges, TeardownWithStitchesLeavesNothing) {
+  auto host = host_driver();
+  vmm::FaultInjectingDriver driver(*host);
+  {
+    StreamSync sync(driver);
+    PhysicalMemory memory(driver, kG, 0);
+    DedicatedRanges ranges(driver, memory, sync);
+    std::string why;
+    std::vector<vmm::DevicePtr> parts;
+    for (std::uint64_t g : {5, 3, 4, 2}) parts.push_back(ranges.allocate(g * kG, 0, &why));
+    driver.hold_events(true);
+    for (vmm::DevicePtr p : parts) ASSERT_TRUE(ranges.free(p, StreamSync::bit(0)));
+    const vmm::DevicePtr pending = ranges.allocate(8 * kG, 0, &why);  // 5 + 3
+    ASSERT_NE(pending, 0u) << why;
+    ASSERT_TRUE(ranges.free(pending, StreamSync::bit(0)));
+    ASSERT_NE(ranges.allocate(9 * kG, 0, &why), 0u) << why;  // 5 + 4: live at teardown
+    EXPECT_EQ(ranges.served_behind_gpu(), 2u);
+    EXPECT_EQ(memory.reserved_bytes(), 14 * kG);
+  }
+  const auto c = driver.counters();
+  EXPECT_EQ(c.live_mappings, 0u);
+  EXPECT_EQ(c.live_reservations, 0u);
+  EXPECT_EQ(c.live_chunks, 0u);
 }
 
 TEST(DedicatedRanges, ASharedRangeOnAnotherStreamIsOrderedAfterTheFirst) {
