@@ -266,7 +266,8 @@ bool DedicatedRanges::free_stitched(vmm::DevicePtr ptr, StreamMask used_by) {
 void DedicatedRanges::unmap_stitches(bool all) {
   for (auto it = unstitching_.begin(); it != unstitching_.end();) {
     Unstitch& u = *it;
-    const bool done = all || (u.marker == FreeMarkers::kNone ? u.users == 0 : markers_.done(u.marker));
+    const bool done =
+        all || (u.marker == FreeMarkers::kNone ? u.users == 0 : markers_.done(u.marker));
     if (!done) {
       ++it;
       continue;
