@@ -694,6 +694,7 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
                       static_cast<std::uint32_t>(active_->plan().num_chunks));
   }
   const std::uint64_t held = memory_.reserved_bytes();
+  const std::uint64_t high_water = memory_.high_water_bytes();
   std::string why;
   // No plan followed: a large tensor gets its own chunk and range (dedicated_ranges.h).
   // Only where rounding up to whole granules wastes at most 1/64 of the tensor: a 33 MiB tensor
@@ -723,8 +724,16 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
   if (p == 0 && wait_for_unmaps()) p = serve();
   // Following the plan, this iteration needs more than the plan leaves idle (a longer
   // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
-  // risk of conflicts with later slots, rather than grow memory beside the pool.
-  if (memory_.reserved_bytes() > held) lend_any_ = true;
+  // risk of conflicts with later slots, rather than grow memory beside the pool. Not for growth
+  // that stays below the most ever held (it costs no memory that counts), nor for growth the
+  // arenas' emptied pages still waiting on the GPU cover (they come back as it catches up): each
+  // time, the rest of the iteration lent the chunks its later slots wanted (llama7b-varlen's last
+  // iteration 8.6 -> 5.1% est., qwen-moe over 30 iterations under lag 3: 2,620 -> 1,060 ms;
+  // docs/benchmarks.md, "Twentieth session").
+  const std::uint64_t grown = memory_.reserved_bytes() - std::min(memory_.reserved_bytes(), held);
+  if (grown > 0 && memory_.reserved_bytes() > high_water && emptied_unplanned_bytes() < grown) {
+    lend_any_ = true;
+  }
   if (p == 0) {
     ++stats_.ooms;
     stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
@@ -777,6 +786,14 @@ std::uint64_t Runtime::release_idle_unplanned() {
     if (arena) released += arena->release_idle();
   }
   return released;
+}
+
+std::uint64_t Runtime::emptied_unplanned_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& arena : packed_) {
+    if (arena) bytes += arena->emptied_bytes();
+  }
+  return bytes;
 }
 
 void Runtime::poll_unplanned() {

@@ -172,6 +172,8 @@ class Runtime {
                                  std::span<const std::uint32_t> budget, PackedArena** arena);
   // Pages the packed arenas retired.
   std::uint64_t release_idle_unplanned();
+  // What the arenas' emptied pages hold (PackedArena::emptied_bytes), together.
+  std::uint64_t emptied_unplanned_bytes() const;
 
   RuntimeConfig config_;
   std::unique_ptr<vmm::Driver> owned_driver_;
@@ -208,7 +210,8 @@ class Runtime {
   std::uint64_t slots_taken_in_iteration_ = 0;  // slots a request took (conflicts included)
   std::uint64_t missed_bytes_in_iteration_ = 0;
   std::uint64_t taken_slot_bytes_in_iteration_ = 0;
-  // This iteration outgrew what the followed plan leaves idle: any idle pool chunk may be lent.
+  // This iteration outgrew what the followed plan leaves idle and the most ever held: any idle
+  // pool chunk may be lent (Runtime::serve_unplanned).
   bool lend_any_ = false;
   std::uint64_t live_allocations_ = 0;
   struct DeferredFree {

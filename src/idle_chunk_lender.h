@@ -6,7 +6,8 @@
 // that wants it finds it taken and is served dynamically: lending can cost matches, never
 // data. What may be lent is the runtime's choice (Runtime::serve_unplanned):
 //   - no plan is being followed (profiling, no plan installed yet), or a request the plan lacks
-//     has already made the runtime create a chunk in this iteration: any idle chunk;
+//     has already made the runtime create a chunk in this iteration above the most it ever held
+//     and beyond what the arenas' emptied pages hold: any idle chunk;
 //   - a plan is being followed: the matched Dynamic slot's budget, chunks it does not use again
 //     in this iteration (every slot naming them lies behind the matching cursor) and chunks
 //     past its pool size.

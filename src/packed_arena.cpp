@@ -445,6 +445,15 @@ void PackedArena::drop_marker(Page& page) {
 
 std::uint64_t PackedArena::give_idle_chunk() { return take_idle_chunk(1, 0); }
 
+std::uint64_t PackedArena::emptied_bytes() const {
+  std::uint64_t pages = idle_pages_;
+  for (const Pending& p : pending_) {
+    const Page& page = pages_[p.page];
+    if (page.generation == p.generation && !page.events.empty()) pages += page.extent;
+  }
+  return pages * granularity_;
+}
+
 std::uint64_t PackedArena::occupied_own_pages() const {
   std::uint64_t occupied = 0;
   for (std::uint64_t i = 0; i < pages_.size(); ++i) {

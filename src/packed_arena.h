@@ -116,6 +116,9 @@ class PackedArena final : private ChunkBorrower {
   std::uint64_t give_idle_chunk();
 
   std::uint64_t live_bytes() const { return live_bytes_; }
+  // Bytes of emptied pages still holding their chunks: the idle ones kept mapped and the retired
+  // ones whose unmap waits for the GPU (a scan of those waiting).
+  std::uint64_t emptied_bytes() const;
   std::uint64_t mapped_pages() const { return mapped_pages_; }
   std::uint64_t page_bytes() const { return granularity_; }
   // Mapped pages backed by chunks lent from the plan pool.

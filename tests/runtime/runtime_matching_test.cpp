@@ -96,6 +96,47 @@ TEST(RuntimeMatching, ARunOfChangedSizesDoesNotDerailThePlan) {
             static_cast<std::uint64_t>(kRequests - kChanged));
 }
 
+// Ten tensors each iteration, each freed once the next is made, so that they take two sets of
+// chunks by turns; iteration 0 also holds a large temporary (the profiled iterations held more
+// than the plan will), and iteration 3 makes two tensors the plan lacks, one after the first
+// planned tensor and one after the fifth, both freed at its end.
+Trace extra_tensors_below_the_high_water() {
+  TraceBuilder b;
+  b.alloc(3 * kG);
+  for (int it = 0; it < 5; ++it) {
+    const std::uint64_t temporary = it == 0 ? b.alloc(16 * kG) : 0;
+    std::vector<std::uint64_t> extra;
+    std::uint64_t previous = 0;
+    for (int i = 0; i < 10; ++i) {
+      const std::uint64_t id = b.alloc(2 * kG + 4096 * static_cast<std::uint64_t>(i + 1));
+      if (i > 0) b.free(previous);
+      if (it == 3 && (i == 0 || i == 4)) extra.push_back(b.alloc(2 * kG + 100));
+      previous = id;
+    }
+    b.free(previous);
+    for (std::uint64_t id : extra) b.free(id);
+    if (it == 0) b.free(temporary);
+    b.next_iteration();
+  }
+  return b.trace();
+}
+
+// A tensor the plan lacks that makes a chunk while the runtime holds less than it once did
+// costs no memory that counts: the rest of the iteration still lends only the pool chunks the
+// plan is done with, and every later slot finds its chunks free. (Lending any idle chunk from
+// then on, the second extra tensor took chunks the next slots needed: conflicts.)
+TEST(RuntimeMatching, GrowthBelowTheMostEverHeldLendsNoChunkALaterSlotNeeds) {
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1"), *driver);
+  const ReplayResult r = replay_verified(rt, extra_tensors_below_the_high_water());
+  ASSERT_EQ(r.iterations.size(), 5u);
+  EXPECT_EQ(r.iterations[2].matches, 10u);
+  EXPECT_EQ(r.iterations[3].misses, 2u);
+  EXPECT_EQ(r.iterations[3].matches, 10u);
+  EXPECT_EQ(r.iterations[3].conflicts, 0u);
+  EXPECT_EQ(r.iterations[4].matches, 10u);
+}
+
 // Two sequence lengths alternate, after a persistent weight.
 Trace alternating_lengths_trace() {
   TraceBuilder b;
