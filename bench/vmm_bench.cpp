@@ -153,6 +153,15 @@ Driver* prepare(benchmark::State& state, const char* backend, std::size_t granul
   return driver;
 }
 
+// Fills *chunks with new chunks of `bytes`; false (the benchmark skipped) when one fails.
+bool create_all(benchmark::State& state, Driver& driver, std::size_t bytes,
+                std::vector<ChunkHandle>* chunks) {
+  for (auto& c : *chunks) {
+    if (!ok(state, driver.create(&c, bytes), "create")) return false;
+  }
+  return true;
+}
+
 void BM_VmmCall(benchmark::State& state, const char* backend, Step step) {
   std::size_t g = 0;
   VaReservation range;
@@ -219,11 +228,8 @@ void BM_MapSetAccessUnmap(benchmark::State& state, const char* backend) {
   std::size_t g = 0;
   VaReservation range;
   Driver* driver = prepare(state, backend, 1, kBatch, &g, &range);
-  if (driver == nullptr) return;
   std::vector<ChunkHandle> chunks(kBatch);
-  for (auto& c : chunks) {
-    if (!ok(state, driver->create(&c, g), "create")) return;
-  }
+  if (driver == nullptr || !create_all(state, *driver, g, &chunks)) return;
   for (auto _ : state) {
     const double seconds = map_set_access_unmap(state, *driver, range.base(), g, chunks);
     if (seconds < 0) break;
@@ -314,11 +320,8 @@ void BM_UnmapAcrossMappings(benchmark::State& state, const char* backend) {
   std::size_t g = 0;
   VaReservation range;
   Driver* driver = prepare(state, backend, 1, k, &g, &range);
-  if (driver == nullptr) return;
   std::vector<ChunkHandle> chunks(k);
-  for (auto& c : chunks) {
-    if (!ok(state, driver->create(&c, g), "create")) return;
-  }
+  if (driver == nullptr || !create_all(state, *driver, g, &chunks)) return;
   const DevicePtr base = range.base();
   for (auto _ : state) {
     for (std::size_t i = 0; i < k; ++i) {
