@@ -119,7 +119,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       sync_(driver_),
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
-      lender_(pool_),
+      lender_(pool_, [this](std::uint32_t head) { return split_run(head); }),
       dedicated_(driver_, memory_, sync_,
                  [this](std::uint64_t bytes) {
                    // The arenas' idle pages go, their chunks released with the cached ones.
@@ -898,6 +898,28 @@ std::vector<bool> Runtime::chunks_held_by_disowned() const {
   return held;
 }
 
+std::vector<bool> Runtime::splittable_runs(const std::vector<bool>& held) const {
+  std::vector<bool> splittable(pool_.size(), false);
+  for (std::uint32_t head = 0; head < pool_.size(); head += pool_.run_length(head)) {
+    const std::uint32_t length = pool_.run_length(head);
+    bool free = length > 1;
+    for (std::uint32_t k = 0; free && k < length; ++k) {
+      const std::uint32_t c = head + k;
+      free = pool_.idle(c) && !(c < held.size() && held[c]);
+    }
+    splittable[head] = free;
+  }
+  return splittable;
+}
+
+bool Runtime::split_run(std::uint32_t head) {
+  std::vector<std::uint32_t> chunks(pool_.run_length(head));
+  for (std::uint32_t k = 0; k < chunks.size(); ++k) chunks[k] = head + k;
+  if (cache_.unmap_idle_views_over(chunks)) return false;
+  ++stats_.runs_split;
+  return pool_.split_run(head);
+}
+
 void Runtime::install_finished(std::uint32_t made_before) {
   std::vector<PlanCache::Finished> finished = cache_.take_finished(made_before);
   if (finished.empty()) return;
@@ -924,14 +946,21 @@ void Runtime::install_finished(std::uint32_t made_before) {
     }
     std::string why;
     const PlanMode tried = f.plan->mode;
-    if (const std::vector<bool> held = chunks_held_by_disowned(); !held.empty()) {
+    PoolClaims claims;
+    claims.runs = config_.pool_runs && recorder_.sizes_settled();
+    if (std::vector<bool> held = chunks_held_by_disowned(); pool_.has_runs()) {
+      // The installer renumbers the plan onto the pool's runs (run_relabelling.h).
+      claims.splittable = splittable_runs(held);
+      claims.held = std::move(held);
+      claims.split = [this](std::uint32_t head) { return split_run(head); };
+    } else if (!held.empty()) {
       const std::uint64_t skipped = relocate_around(*f.plan, held);
       log("stalloc runtime: the plan skips " + std::to_string(skipped) +
           " pool chunks held by tensors of disowned plans");
     }
     wait_before_pool_growth(f.plan->num_chunks);
     auto plan = InstalledPlan::install(std::move(*f.plan), driver_, pool_, sync_, mapping_room(),
-                                       &why);
+                                       &why, claims);
     if (!plan && tried != PlanMode::Windowed) {
       // Alias mode maps every slot at once, which may exceed the live mappings the driver
       // allows: an offset plan maps each chunk once, windowed mode only what a window uses.

@@ -116,6 +116,12 @@ class Runtime {
   void end_iteration();
   void disown_detected_iterations(const std::string& why);
   // Pool chunks that live tensors of disowned plans hold (empty when there are none).
+  // Per pool run (at its first chunk): it may be split for a plan's install, no tenant in it,
+  // none of its chunks in `held`.
+  std::vector<bool> splittable_runs(const std::vector<bool>& held) const;
+  // Unmaps the idle views over the pool run headed at `head` and splits it if nothing maps it
+  // then (PlanPool::split_run): for a plan's install, or for the lender.
+  bool split_run(std::uint32_t head);
   std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.
   std::uint64_t slots_not_taken() const;  // of the followed plan, in this iteration

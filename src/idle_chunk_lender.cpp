@@ -52,6 +52,15 @@ std::optional<LentChunk> IdleChunkLender::first_allowed(Visit&& visit) {
 
 std::optional<LentChunk> IdleChunkLender::take(std::uint32_t index) {
   if (!pool_.idle(index)) return std::nullopt;
+  // A chunk of a longer run cannot be mapped alone (pool_runs.h): the run is split first,
+  // if none of it has a tenant.
+  if (!pool_.alone(index)) {
+    const std::uint32_t head = pool_.run_head(index);
+    for (std::uint32_t k = 0; k < pool_.run_length(head); ++k) {
+      if (!pool_.idle(head + k)) return std::nullopt;
+    }
+    if (!split_ || !split_(head)) return std::nullopt;
+  }
   const ChunkPiece piece = whole(index);
   StreamMask sync_with = 0;
   if (!pool_.try_occupy(std::span<const ChunkPiece>(&piece, 1), &sync_with)) return std::nullopt;

@@ -27,8 +27,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "src/plan_pool.h"
@@ -52,7 +54,11 @@ class ChunkBorrower {
 
 class IdleChunkLender {
  public:
-  explicit IdleChunkLender(PlanPool& pool) : pool_(pool) {}
+  // split: asked for a chunk of a run of several (pool_runs.h), all of them idle, to make them
+  // chunks alone (Runtime::split_run); false when it could not. Null: such chunks are not lent.
+  using SplitRun = std::function<bool(std::uint32_t head)>;
+  explicit IdleChunkLender(PlanPool& pool, SplitRun split = nullptr)
+      : pool_(pool), split_(std::move(split)) {}
 
   // No plan is followed: any idle chunk.
   void lend_any();
@@ -94,6 +100,7 @@ class IdleChunkLender {
   std::optional<LentChunk> first_allowed(Visit&& visit);
 
   PlanPool& pool_;
+  SplitRun split_;
   Policy policy_ = Policy::None;
   std::span<const std::uint32_t> budget_;
   std::span<const std::uint32_t> done_;

@@ -65,6 +65,18 @@ void PlanCache::evict(const InstalledPlan* keep) {
   }
 }
 
+bool PlanCache::unmap_idle_views_over(std::span<const std::uint32_t> chunks) {
+  for (const auto& plan : installed_) plan->shed_views_over(chunks);
+  for (const auto* plans : {&installed_, &retiring_}) {
+    for (const auto& plan : *plans) {
+      for (std::uint32_t c : chunks) {
+        if (plan->maps(c)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 void PlanCache::release_retired() {
   std::erase_if(retiring_, [](const std::unique_ptr<InstalledPlan>& p) { return p->gpu_done(); });
 }

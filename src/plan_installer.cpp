@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "src/pool_runs.h"
+#include "src/run_relabelling.h"
+
 namespace stalloc {
 namespace {
 
@@ -59,7 +62,8 @@ InstalledPlan::InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool
 std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Driver& driver,
                                                       PlanPool& pool, StreamSync& sync,
                                                       const MappingRoom& room,
-                                                      std::string* why) {
+                                                      std::string* why,
+                                                      const PoolClaims& claims) {
   // The pool's granularity: the runtime's, which STALLOC_CONF may set to a multiple of the
   // driver's (its chunks are made that size, so mappings stay aligned).
   const std::uint64_t g = pool.granularity();
@@ -77,6 +81,8 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   const ChunkPlan& cp = p->plan_;
   p->slots_.resize(cp.slots.size());
   p->varies_.assign(cp.slots.size(), false);
+  const std::uint64_t pages = p->lay_out_views();
+  if (pool.has_runs()) p->relabel_onto_pool_runs(claims);
   std::vector<std::uint32_t> footprint_of(cp.slots.size(), UINT32_MAX);
   for (std::size_t i = 0; i < cp.slots.size(); ++i) {
     const PlannedSlot& s = cp.slots[i];
@@ -91,11 +97,16 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
     p->slots_[i].footprint = p->footprints_.at(footprint_of[i]);
   }
   p->order_chunks_by_last_use();
-  const std::uint64_t pages = p->lay_out_views();
+  const std::vector<std::uint32_t> runs = pool.with_cached_chunks(p->new_pool_runs(claims));
+  std::uint64_t mappings = 0;
+  if (std::string split = p->count_mappings(runs, &mappings); !split.empty()) {
+    *why = split;
+    return nullptr;
+  }
   if (cp.mode != PlanMode::Windowed) {
-    if (const std::uint64_t max_mappings = room(pages); pages > max_mappings) {
+    if (const std::uint64_t max_mappings = room(mappings); mappings > max_mappings) {
       *why = "the " + std::string(plan_mode_name(cp.mode)) + " plan needs " +
-             std::to_string(pages) + " chunk mappings, " + std::to_string(max_mappings) +
+             std::to_string(mappings) + " chunk mappings, " + std::to_string(max_mappings) +
              " are left within the live mappings limit";
       return nullptr;
     }
@@ -103,7 +114,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   // The pool grows only for a plan that fits the mappings: the chunks of one refused here
   // stayed beside the online path (llama7b-tp4pp2vpp2 at the host's vm.max_map_count: 26 GiB
   // for nothing, 60.7% utilization).
-  if (!pool.grow_to(cp.num_chunks)) {
+  if (!pool.grow_to(cp.num_chunks, runs)) {
     *why = "cannot create the plan pool of " + std::to_string(cp.num_chunks) + " chunks";
     return nullptr;
   }
@@ -349,14 +360,127 @@ InstalledPlan::~InstalledPlan() {
   if (bytes_ > 0) driver_.free_reservation(base_, bytes_);
 }
 
+void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
+  std::vector<const std::vector<std::uint32_t>*> views;
+  views.reserve(views_.size());
+  for (const View& v : views_) views.push_back(&v.chunks);
+  const auto labels = static_cast<std::uint32_t>(plan_.num_chunks);
+  std::vector<bool> alone(labels, false);
+  for (const PlannedSlot& s : plan_.slots) {
+    for (std::uint32_t c : s.budget_chunks) alone[c] = true;
+  }
+  // A run that could not be split is not offered again; the rest are chunks alone by then.
+  PoolClaims offered = claims;
+  std::vector<std::uint32_t> to;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kSplitAttempts) offered.splittable.clear();
+    std::vector<std::uint32_t> split;
+    to = relabel_onto_runs(views, alone, labels, pool_, offered, &split);
+    bool all = true;
+    for (std::uint32_t head : split) {
+      if (offered.split ? offered.split(head) : pool_.split_run(head)) continue;
+      offered.splittable[head] = false;
+      all = false;
+    }
+    if (all) break;
+  }
+  for (PlannedSlot& s : plan_.slots) {
+    for (std::uint32_t& c : s.chunks) c = to[c];
+    for (std::uint32_t& c : s.budget_chunks) c = to[c];
+  }
+  for (View& v : views_) {
+    for (std::uint32_t& c : v.chunks) c = to[c];
+  }
+  std::uint32_t top = 0;
+  for (std::uint32_t c : to) top = std::max(top, c + 1);
+  plan_.num_chunks = top;
+}
+
+std::vector<std::uint32_t> InstalledPlan::new_pool_runs(const PoolClaims& claims) const {
+  const auto first = static_cast<std::uint32_t>(pool_.size());
+  if (plan_.num_chunks <= first) return {};
+  if (!claims.runs) return std::vector<std::uint32_t>(plan_.num_chunks - first, 1);
+  std::vector<const std::vector<std::uint32_t>*> views;
+  views.reserve(views_.size());
+  for (const View& v : views_) views.push_back(&v.chunks);
+  std::vector<bool> alone(plan_.num_chunks, false);
+  for (const PlannedSlot& s : plan_.slots) {
+    for (std::uint32_t c : s.budget_chunks) alone[c] = true;
+  }
+  return pool_runs(views, alone, first, static_cast<std::uint32_t>(plan_.num_chunks));
+}
+
+std::string InstalledPlan::count_mappings(const std::vector<std::uint32_t>& runs,
+                                          std::uint64_t* mappings) {
+  // The run heads of the chunks the pool will have once it grows by `runs`.
+  const auto first = static_cast<std::uint32_t>(pool_.size());
+  std::vector<std::uint32_t> new_head;
+  for (std::uint32_t length : runs) {
+    const auto head = static_cast<std::uint32_t>(first + new_head.size());
+    new_head.insert(new_head.end(), length, head);
+  }
+  auto head_of = [&](std::uint32_t c) { return c < first ? pool_.run_head(c) : new_head[c - first]; };
+  auto length_of = [&](std::uint32_t head) {
+    if (head < first) return pool_.run_length(head);
+    std::uint32_t n = 1;
+    while (head + n < plan_.num_chunks && new_head[head + n - first] == head) ++n;
+    return n;
+  };
+  *mappings = 0;
+  for (const View& v : views_) {
+    for (std::size_t j = 0; j < v.chunks.size();) {
+      const std::uint32_t c = v.chunks[j];
+      const std::uint32_t head = head_of(c);
+      const std::uint32_t length = length_of(head);
+      bool whole = head == c && j + length <= v.chunks.size();
+      for (std::uint32_t k = 1; whole && k < length; ++k) whole = v.chunks[j + k] == c + k;
+      if (!whole) {
+        return "the plan maps pool chunk " + std::to_string(c) + " apart from the run of " +
+               std::to_string(length) + " chunks from " + std::to_string(head) +
+               " that shares its physical handle";
+      }
+      ++*mappings;
+      j += length;
+    }
+  }
+  return {};
+}
+
+const std::vector<std::uint32_t>& InstalledPlan::views_of(std::uint32_t chunk) {
+  if (views_of_chunk_.empty()) {
+    views_of_chunk_.resize(plan_.num_chunks);
+    for (std::uint32_t o = 0; o < views_.size(); ++o) {
+      for (std::uint32_t c : views_[o].chunks) {
+        std::vector<std::uint32_t>& of = views_of_chunk_[c];
+        if (of.empty() || of.back() != o) of.push_back(o);
+      }
+    }
+  }
+  static const std::vector<std::uint32_t> kNone;
+  return chunk < views_of_chunk_.size() ? views_of_chunk_[chunk] : kNone;
+}
+
+bool InstalledPlan::maps(std::uint32_t chunk) {
+  const std::vector<std::uint32_t>& of = views_of(chunk);
+  return std::any_of(of.begin(), of.end(), [&](std::uint32_t o) { return views_[o].mapped > 0; });
+}
+
 bool InstalledPlan::map_view(std::uint32_t view, bool set_access) {
   View& v = views_[view];
   const vmm::DevicePtr base = base_ + v.first_page * granularity_;
-  for (; v.mapped < v.chunks.size(); ++v.mapped) {
-    if (driver_.map(base + v.mapped * granularity_, granularity_, 0,
-                    pool_.handle(v.chunks[v.mapped])) != vmm::Status::Success) {
+  // The pool's runs as they are now: a later plan may have split one (PlanPool::split_run).
+  while (v.mapped < v.chunks.size()) {
+    const std::uint32_t head = v.chunks[v.mapped];
+    const std::uint32_t length = pool_.run_length(pool_.run_head(head));
+    // Never part of a run: it would map other bytes than the plan names.
+    bool whole = pool_.run_head(head) == head && v.mapped + length <= v.chunks.size();
+    for (std::uint32_t k = 1; whole && k < length; ++k) whole = v.chunks[v.mapped + k] == head + k;
+    if (!whole || driver_.map(base + v.mapped * granularity_, length * granularity_, 0,
+                    pool_.handle(head)) != vmm::Status::Success) {
       break;
     }
+    v.runs.push_back(length);
+    v.mapped += length;
     ++live_mappings_;
   }
   if (v.mapped == v.chunks.size() &&
@@ -371,8 +495,13 @@ bool InstalledPlan::map_view(std::uint32_t view, bool set_access) {
 void InstalledPlan::unmap_view(std::uint32_t view) {
   View& v = views_[view];
   const vmm::DevicePtr base = base_ + v.first_page * granularity_;
-  for (std::size_t j = 0; j < v.mapped; ++j) driver_.unmap(base + j * granularity_, granularity_);
-  live_mappings_ -= v.mapped;
+  std::size_t page = 0;
+  for (std::uint32_t length : v.runs) {
+    driver_.unmap(base + page * granularity_, length * granularity_);
+    page += length;
+  }
+  live_mappings_ -= v.runs.size();
+  v.runs.clear();
   v.mapped = 0;
   view_used_by_[view] = 0;
 }
@@ -440,17 +569,34 @@ std::uint64_t InstalledPlan::shed_idle_views(std::uint64_t wanted) {
   // Windowed: its windows unmap what they do not need.
   if (plan_.mode == PlanMode::Windowed) return before - live_mappings_;
   for (std::uint32_t o = 0; o < views_.size() && before - live_mappings_ < wanted; ++o) {
-    View& v = views_[o];
+    const View& v = views_[o];
     if (v.mapped == 0 || view_live_[o] > 0 || !v.unmap_after.empty()) continue;
-    shed_ = true;
-    retire_view(o);
-    // Its events may be done already (the GPU idle): then it goes now and counts.
-    if (!v.unmap_after.empty() && sync_.completed(&v.unmap_after)) {
-      retiring_.pop_back();
-      unmap_view(o);
-    }
+    shed_view(o);
   }
   return before - live_mappings_;
+}
+
+void InstalledPlan::shed_views_over(std::span<const std::uint32_t> chunks) {
+  if (plan_.mode == PlanMode::Windowed) return;
+  unmap_completed();
+  for (std::uint32_t c : chunks) {
+    for (std::uint32_t o : views_of(c)) {
+      const View& v = views_[o];
+      if (v.mapped == 0 || view_live_[o] > 0 || !v.unmap_after.empty()) continue;
+      shed_view(o);
+    }
+  }
+}
+
+void InstalledPlan::shed_view(std::uint32_t view) {
+  View& v = views_[view];
+  shed_ = true;
+  retire_view(view);
+  // Its events may be done already (the GPU idle): then it goes now and counts.
+  if (!v.unmap_after.empty() && sync_.completed(&v.unmap_after)) {
+    retiring_.pop_back();
+    unmap_view(view);
+  }
 }
 
 void InstalledPlan::cancel_unmap(std::uint32_t view) {

@@ -33,6 +33,7 @@
 
 #include "planner/chunk/chunk_plan.h"
 #include "src/plan_pool.h"
+#include "src/run_relabelling.h"
 #include "src/stream_sync.h"
 #include "vmm/driver.h"
 
@@ -59,9 +60,12 @@ class InstalledPlan {
   // address range (alias and offset modes: within the mapping room, a plan that needs more is
   // refused; the views are mapped later, see deferred()). Returns nullptr with *why on any
   // failure, leaving nothing behind.
+  // Over a pool with runs (pool_runs.h) the plan's chunks are renumbered onto them first
+  // (run_relabelling.h), within what `claims` allows.
   static std::unique_ptr<InstalledPlan> install(ChunkPlan plan, vmm::Driver& driver,
                                                 PlanPool& pool, StreamSync& sync,
-                                                const MappingRoom& room, std::string* why);
+                                                const MappingRoom& room, std::string* why,
+                                                const PoolClaims& claims = {});
   ~InstalledPlan();
   InstalledPlan(const InstalledPlan&) = delete;
   InstalledPlan& operator=(const InstalledPlan&) = delete;
@@ -149,12 +153,18 @@ class InstalledPlan {
   std::size_t view_count() const { return views_.size(); }
   // Chunk mappings the plan holds now.
   std::uint64_t live_mappings() const { return live_mappings_; }
+  // Whether a view maps the pool chunk now.
+  bool maps(std::uint32_t chunk);
+  // Unmaps the views no live tensor uses that map one of the chunks (alias and offset modes),
+  // as shed_idle_views does: now if the GPU is done with them, else once it is.
+  void shed_views_over(std::span<const std::uint32_t> chunks);
 
  private:
   struct View {
     std::uint64_t first_page = 0;        // in the reservation
     std::vector<std::uint32_t> chunks;   // pool chunks, in address order
     std::size_t mapped = 0;              // how many of them are mapped (all, or none between calls)
+    std::vector<std::uint32_t> runs;     // the lengths of the pool runs mapped, one call each
     std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
     std::uint32_t first_window = UINT32_MAX;
     std::uint32_t last_window = 0;
@@ -169,6 +179,16 @@ class InstalledPlan {
   }
   // Gives every slot with chunks a view; returns the reservation's pages.
   std::uint64_t lay_out_views();
+  // Renumbers the slots' and the views' chunks onto the pool's runs (run_relabelling.h),
+  // splitting the runs it chose to; after kSplitAttempts tries with splits that failed, none.
+  static constexpr int kSplitAttempts = 3;
+  void relabel_onto_pool_runs(const PoolClaims& claims);
+  // The runs the pool's new chunks come in for this plan's views (pool_runs.h), if the claims
+  // allow runs.
+  std::vector<std::uint32_t> new_pool_runs(const PoolClaims& claims) const;
+  // Counts the mappings the views make on the pool's runs, the new chunks' in `runs`; what is
+  // wrong when a view holds part of a run.
+  std::string count_mappings(const std::vector<std::uint32_t>& runs, std::uint64_t* mappings);
   // Alias and offset modes: each view's stage, and the views laid out stage after stage.
   void lay_out_stages();
   std::uint64_t stage_first_page(std::uint32_t stage) const {
@@ -184,6 +204,8 @@ class InstalledPlan {
   // A view no live slot needs: unmapped now if no stream used it since it was mapped, else
   // once the events recorded now on its streams complete (retiring_).
   void retire_view(std::uint32_t view);
+  // Alias and offset modes: retires an idle view and unmaps it at once if its events are done.
+  void shed_view(std::uint32_t view);
   // A view wanted again before its lazy unmap keeps its mapping.
   void cancel_unmap(std::uint32_t view);
 
@@ -201,6 +223,9 @@ class InstalledPlan {
   std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for a slot without chunks
   std::vector<bool> varies_;
   std::vector<View> views_;
+  // By pool chunk, the views that hold it (built when first asked: maps, shed_views_over).
+  std::vector<std::vector<std::uint32_t>> views_of_chunk_;
+  const std::vector<std::uint32_t>& views_of(std::uint32_t chunk);
   // Per view, apart from the views so that the planned path's updates stay in cache: its live
   // slots, and the streams that used it since it was mapped.
   std::vector<std::uint32_t> view_live_;

@@ -55,7 +55,12 @@ PlanPool::PlanPool(PhysicalMemory& memory)
     : memory_(memory), whole_bytes_(static_cast<std::uint32_t>(memory.granularity())) {}
 
 PlanPool::~PlanPool() {
-  for (std::uint32_t c = 0; c < handles_.size(); ++c) {
+  for (std::uint32_t c = 0; c < handles_.size(); c += run_length_[c]) {
+    if (run_length_[c] > 1) {
+      memory_.release_dedicated(Chunk{handles_[c], 0}, run_length_[c]);
+      continue;
+    }
+    if (handles_[c] == 0) continue;  // lost in a split (split_run)
     const ChunkWord w = bit_of(c);
     memory_.give_back(Chunk{handles_[c], users_of(w.index, w.bits)});
   }
@@ -68,17 +73,58 @@ std::vector<std::uint64_t>& PlanPool::users_bits(unsigned stream) {
   return users_[stream];
 }
 
-bool PlanPool::grow_to(std::size_t count) {
+std::vector<std::uint32_t> PlanPool::with_cached_chunks(std::vector<std::uint32_t> runs) const {
+  // Cached chunks would otherwise sit beside the runs: they serve the chunks alone and then
+  // the shortest runs, chunk by chunk.
+  std::uint64_t cached = memory_.cached_bytes() / memory_.granularity();
+  for (std::uint32_t length : runs) cached -= std::min<std::uint64_t>(cached, length == 1 ? 1 : 0);
+  std::vector<std::size_t> shortest;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    if (runs[r] > 1) shortest.push_back(r);
+  }
+  std::stable_sort(shortest.begin(), shortest.end(),
+                   [&](std::size_t a, std::size_t b) { return runs[a] < runs[b]; });
+  std::vector<bool> split(runs.size(), false);
+  for (std::size_t r : shortest) {
+    if (runs[r] > cached) break;
+    split[r] = true;
+    cached -= runs[r];
+  }
+  std::vector<std::uint32_t> out;
+  out.reserve(runs.size());
+  for (std::size_t r = 0; r < runs.size(); ++r) out.insert(out.end(), split[r] ? runs[r] : 1, split[r] ? 1 : runs[r]);
+  return out;
+}
+
+bool PlanPool::grow_to(std::size_t count, std::span<const std::uint32_t> runs) {
   if (count <= handles_.size()) return true;
-  if (!memory_.can_hold(count - handles_.size())) return false;
-  std::vector<Chunk> added;
-  while (handles_.size() + added.size() < count) {
-    auto c = memory_.acquire();
+  const std::size_t growth = count - handles_.size();
+  std::vector<std::uint32_t> lengths(runs.begin(), runs.end());
+  std::size_t sum = 0;
+  for (std::uint32_t l : lengths) sum += l;
+  if (lengths.empty() || sum != growth) lengths.assign(growth, 1);
+  if (!memory_.can_hold(growth)) return false;
+  struct Added {
+    Chunk chunk;
+    std::uint32_t length = 1;
+  };
+  std::vector<Added> added;
+  auto undo = [&] {
+    for (const Added& a : added) {
+      if (a.length == 1) {
+        memory_.give_back(a.chunk);
+      } else {
+        memory_.release_dedicated(a.chunk, a.length);
+      }
+    }
+  };
+  for (std::uint32_t length : lengths) {
+    auto c = length == 1 ? memory_.acquire() : memory_.acquire_dedicated(length);
     if (!c) {
-      for (const Chunk& a : added) memory_.give_back(a);
+      undo();
       return false;
     }
-    added.push_back(*c);
+    added.push_back({*c, length});
   }
   const std::size_t words = (count + 63) / 64;
   any_.resize(words, 0);
@@ -86,14 +132,60 @@ bool PlanPool::grow_to(std::size_t count) {
   freed_.resize(words, 0);
   partial_.resize(count);
   for (StreamMask s = streams_; s != 0; s &= s - 1) users_[std::countr_zero(s)].resize(words, 0);
-  for (const Chunk& a : added) {
-    const auto c = static_cast<std::uint32_t>(handles_.size());
-    handles_.push_back(a.handle);
+  for (const Added& a : added) {
+    const auto head = static_cast<std::uint32_t>(handles_.size());
+    has_runs_ = has_runs_ || a.length > 1;
+    for (std::uint32_t k = 0; k < a.length; ++k) {
+      handles_.push_back(a.chunk.handle);
+      run_head_.push_back(head);
+      run_length_.push_back(k == 0 ? a.length : 0);
+    }
     // A chunk from the cache may still have work in flight on its former tenant's streams.
-    const ChunkWord w = bit_of(c);
-    mark_used(w.index, w.bits, a.users, StreamSync::kUnstamped);
+    const ChunkWord w = bit_of(head);
+    mark_used(w.index, w.bits, a.chunk.users, StreamSync::kUnstamped);
   }
-  idle_count_ += added.size();
+  idle_count_ += growth;
+  return true;
+}
+
+bool PlanPool::split_run(std::uint32_t head) {
+  const std::uint32_t length = run_length_[head];
+  if (length < 2) return true;
+  for (std::uint32_t k = 0; k < length; ++k) {
+    if (!idle(head + k)) return false;
+  }
+  // Released first, so that the split never holds both (the peak).
+  memory_.release_dedicated(Chunk{handles_[head], 0}, length);
+  std::vector<Chunk> singles;
+  while (singles.size() < length) {
+    auto c = memory_.acquire();
+    if (!c) break;
+    singles.push_back(*c);
+  }
+  if (singles.size() < length) {
+    for (const Chunk& c : singles) memory_.give_back(c);
+    if (auto run = memory_.acquire_dedicated(length)) {
+      for (std::uint32_t k = 0; k < length; ++k) handles_[head + k] = run->handle;
+      return false;
+    }
+    for (std::uint32_t k = 0; k < length; ++k) {
+      handles_[head + k] = 0;
+      const ChunkWord w = bit_of(head + k);
+      any_[w.index] |= w.bits;
+      occupied_[w.index] |= w.bits;
+      run_head_[head + k] = head + k;
+      run_length_[head + k] = 1;
+    }
+    idle_count_ -= length;
+    return false;
+  }
+  for (std::uint32_t k = 0; k < length; ++k) {
+    handles_[head + k] = singles[k].handle;
+    run_head_[head + k] = head + k;
+    run_length_[head + k] = 1;
+    const ChunkWord w = bit_of(head + k);
+    mark_used(w.index, w.bits, singles[k].users, StreamSync::kUnstamped);
+  }
   return true;
 }
 

@@ -74,11 +74,31 @@ class PlanPool {
   PlanPool(const PlanPool&) = delete;
   PlanPool& operator=(const PlanPool&) = delete;
 
-  // Grows the pool to `count` chunks; false (pool unchanged) when memory runs out.
-  bool grow_to(std::size_t count);
+  // Grows the pool to `count` chunks; false (pool unchanged) when memory runs out. `runs`: the
+  // lengths of the runs the new chunks come in, in order (summing to the growth; else each
+  // alone). A run of several is one physical handle, mapped only whole (pool_runs.h says which
+  // chunks may share one); a chunk alone is a cached chunk if PhysicalMemory has one.
+  bool grow_to(std::size_t count, std::span<const std::uint32_t> runs = {});
+  // The runs again, with as many of PhysicalMemory's cached chunks used as there are: for the
+  // chunks alone, then for the shortest runs, split into chunks alone (the cache would
+  // otherwise sit beside the runs until trimmed).
+  std::vector<std::uint32_t> with_cached_chunks(std::vector<std::uint32_t> runs) const;
   std::size_t size() const { return handles_.size(); }
   std::uint64_t granularity() const { return memory_.granularity(); }
-  vmm::ChunkHandle handle(std::uint32_t chunk) const { return handles_[chunk]; }
+  // The physical handle of the run whose first chunk is `head`.
+  vmm::ChunkHandle handle(std::uint32_t head) const { return handles_[head]; }
+  // The first chunk of the run holding `chunk`, and a run's length (1: a chunk alone).
+  std::uint32_t run_head(std::uint32_t chunk) const { return run_head_[chunk]; }
+  std::uint32_t run_length(std::uint32_t head) const { return run_length_[head]; }
+  bool alone(std::uint32_t chunk) const { return run_length_[run_head_[chunk]] == 1; }
+  // Some run holds several chunks.
+  bool has_runs() const { return has_runs_; }
+  // Makes each chunk of the run headed at `head` a chunk alone (a later plan holds them apart,
+  // run_relabelling.h): its handle is released and chunks are taken from PhysicalMemory, so
+  // no chunk of it may have a tenant, nor be mapped anywhere. False when a chunk has a tenant
+  // or memory runs out; then the run is as it was, or, if the driver could not make it again
+  // either, its chunks stay taken for good (no tenant, no lending, no handle).
+  bool split_run(std::uint32_t head);
 
   // Occupies the footprint when none of it overlaps a live tenant; *sync_with gets the streams
   // whose earlier work on it the new tenant must be ordered after, and *freed (if given) a
@@ -124,7 +144,10 @@ class PlanPool {
 
   PhysicalMemory& memory_;
   std::uint32_t whole_bytes_;
-  std::vector<vmm::ChunkHandle> handles_;
+  std::vector<vmm::ChunkHandle> handles_;  // a run's handle, at each of its chunks
+  std::vector<std::uint32_t> run_head_;
+  std::vector<std::uint32_t> run_length_;  // at a run's head
+  bool has_runs_ = false;
   std::vector<std::uint64_t> any_;        // a chunk has a live tenant
   std::vector<std::uint64_t> occupied_;   // a chunk has a tenant of all its bytes
   std::vector<std::vector<Interval>> partial_;  // per chunk: its partial tenants' bytes

@@ -20,6 +20,7 @@ std::int64_t now_ns() {
 void Recorder::push(const Event& e, vmm::DevicePtr address) {
   current_.push_back(e);
   current_addresses_.push_back(address);
+  compared_ = false;
   if (timing_) current_.back().time_ns = now_ns();
 }
 
@@ -119,6 +120,8 @@ Trace Recorder::iteration_trace(VaryingSizes policy, VaryingSizes* chosen) const
 }
 
 void Recorder::compare_sizes() {
+  // Compared again, it would find nothing changed.
+  if (std::exchange(compared_, true)) return;
   // Runs at every boundary, on the steady path too: no hashing. Allocation ids are consecutive,
   // so this iteration's tensors are those from the first one's id on, and sizes[id - first]
   // is each one's size (a free of an earlier tensor has a smaller id).
@@ -175,7 +178,9 @@ void Recorder::compare_sizes() {
   // many ordinals once, each to a neighbour's size; sizes that really vary change again and
   // again, or to a size no neighbour had (a sequence length, a routing never seen). Two changes,
   // or one to a new size, make an ordinal varying.
+  o.changed = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
+    o.changed += sizes[i] != o.last[i] ? 1 : 0;
     if (sizes[i] != o.last[i] && o.changes[i] < 2) {
       const bool shifted = (i > 0 && sizes[i] == o.last[i - 1]) ||
                            (i + 1 < sizes.size() && sizes[i] == o.last[i + 1]);
@@ -185,6 +190,12 @@ void Recorder::compare_sizes() {
     o.largest[i] = std::max(o.largest[i], sizes[i]);
   }
   o.last = std::move(sizes);
+}
+
+bool Recorder::sizes_settled() const {
+  auto it = largest_.find(last_count_);
+  if (it == largest_.end() || it->second.changed == OrdinalSizes::kNotCompared) return false;
+  return it->second.changed * kSettledShare <= it->second.last.size();
 }
 
 Recorder::OrdinalSizes Recorder::OrdinalSizes::first(const std::vector<std::uint64_t>& sizes) {
@@ -238,6 +249,7 @@ void Recorder::compare_with_warm_up(OrdinalSizes& o, const std::vector<std::uint
       changed.push_back(i);
     }
   }
+  o.changed = changed.size();
   if (static_cast<double>(changed.size()) < kWarmUpChanged * static_cast<double>(n)) return;
   // The warm-up's sizes are not taken into `largest`: an ordinal a few off its own would
   // carry another tensor's size into later plans made at their largest.
@@ -295,6 +307,7 @@ void Recorder::next_iteration(bool keep) {
   }
   current_.clear();
   current_addresses_.clear();
+  compared_ = false;
   ++iteration_;
 }
 

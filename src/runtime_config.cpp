@@ -89,6 +89,8 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     c.windows = parse_count(key, value, 1, 4096);
   } else if (key == "lookahead") {
     c.lookahead = parse_count(key, value, 0, 4096);
+  } else if (key == "pool_runs") {
+    c.pool_runs = parse_bool(key, value);
   } else if (key == "varying_sizes") {
     if (value == "off") {
       c.varying_sizes = VaryingSizes::Off;
@@ -111,7 +113,7 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
     throw ConfigError("STALLOC_CONF: unknown key '" + std::string(key) +
                       "': known keys are backend, mode, profile_iterations, granularity, "
                       "small_size, large_size, online_page, extent_size, capacity, max_mappings, auto_step, plan_cache_size, record_trace, windows, "
-                      "lookahead, varying_sizes, peer_access, log");
+                      "lookahead, pool_runs, varying_sizes, peer_access, log");
   }
 }
 
@@ -143,7 +145,7 @@ std::string format_runtime_config(const RuntimeConfig& c) {
       << ",auto_step:" << (c.auto_step ? "true" : "false")
       << ",plan_cache_size:" << c.plan_cache_size
       << ",record_trace:" << (c.record_trace ? "true" : "false") << ",windows:" << c.windows
-      << ",lookahead:" << c.lookahead
+      << ",lookahead:" << c.lookahead << ",pool_runs:" << (c.pool_runs ? "true" : "false")
       << ",varying_sizes:"
       << (c.varying_sizes == VaryingSizes::Off       ? "off"
           : c.varying_sizes == VaryingSizes::Dynamic ? "dynamic"

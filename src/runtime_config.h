@@ -55,6 +55,7 @@ struct RuntimeConfig {
   bool record_trace = false;               // keep every iteration's requests, not only the profiled
   std::uint32_t windows = 8;               // windowed mode: mapping windows per iteration
   std::uint32_t lookahead = 16;            // slots the matcher looks ahead on a mismatch
+  bool pool_runs = true;                   // plan pool chunks held together share a handle
   VaryingSizes varying_sizes = VaryingSizes::Dynamic;
   // Also give every device that can reach this one's memory access to its mappings (cuMem
   // mappings are not covered by cudaDeviceEnablePeerAccess): for kernels of other GPUs of the

@@ -46,6 +46,9 @@ struct RuntimeStats {
   // Host waits for the device at a plan's install: its pool would have grown past the most ever
   // held beside emptied memory the GPU may still use (Runtime::install_finished).
   std::uint64_t install_waits = 0;
+  // Plan pool runs (chunks sharing one physical handle, pool_runs.h) split into chunks alone,
+  // for a later plan's install or for the lender (Runtime::split_run).
+  std::uint64_t runs_split = 0;
   // Large unplanned requests served in stream order from cached ranges the GPU still used (a
   // slightly larger one whole, or one shared), where a range would otherwise have been made
   // beside them (dedicated_ranges.h).

@@ -56,6 +56,38 @@ TEST(IdleChunkLender, LendsIdleChunksWholeAndOccupiesThem) {
   EXPECT_TRUE(f.occupy(3, 0, 10));
 }
 
+// A chunk of a run (one handle for several chunks) cannot be mapped alone: it is lent only
+// once the run is split into chunks alone, and only if none of its chunks has a tenant.
+TEST(IdleChunkLender, LendsAChunkOfARunOnlyOnceTheRunIsSplit) {
+  auto host = host_driver();
+  PhysicalMemory memory(*host, kG, 0);
+  PlanPool pool(memory);
+  const std::vector<std::uint32_t> runs{2, 3};
+  ASSERT_TRUE(pool.grow_to(5, runs));
+  IdleChunkLender unsplit(pool);
+  unsplit.lend_any();
+  EXPECT_FALSE(unsplit.borrow().has_value());
+
+  std::vector<std::uint32_t> asked;
+  IdleChunkLender lender(pool, [&](std::uint32_t head) {
+    asked.push_back(head);
+    return pool.split_run(head);
+  });
+  StreamMask sync = 0;
+  const ChunkPiece tenant{4, 0, kWhole};
+  ASSERT_TRUE(pool.try_occupy(std::span<const ChunkPiece>(&tenant, 1), &sync));
+  lender.lend_any();
+  std::set<std::uint32_t> lent;
+  while (auto c = lender.borrow()) {
+    EXPECT_TRUE(pool.alone(c->index));
+    EXPECT_EQ(c->chunk.handle, pool.handle(c->index));
+    lent.insert(c->index);
+  }
+  EXPECT_EQ(lent, (std::set<std::uint32_t>{0, 1}));
+  EXPECT_EQ(asked, (std::vector<std::uint32_t>{0}));  // never the run with a tenant
+  EXPECT_EQ(pool.run_length(2), 3u);
+}
+
 // The streams that used a lent chunk come back with it: its next tenant is ordered after them.
 TEST(IdleChunkLender, GivenBackChunkOrdersItsNextTenant) {
   LenderFixture f(1);

@@ -5,6 +5,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "src/physical_memory.h"
 #include "tests/runtime/runtime_test_support.h"
@@ -145,6 +146,149 @@ TEST(InstalledPlan, APlanOverTheMappingRoomCreatesNoChunk) {
   EXPECT_EQ(memory.reserved_bytes(), 0u);
   EXPECT_EQ(host->counters().creates, 0u);
   EXPECT_EQ(host->counters().reserves, 0u);
+}
+
+// Slots one after another, slot i on chunks[i] (whole chunks), each in a view of its own.
+ChunkPlan plan_of_slots(const std::vector<std::vector<std::uint32_t>>& chunks) {
+  ChunkPlan plan;
+  plan.mode = PlanMode::Alias;
+  plan.granularity = kG;
+  plan.signature.allocations = chunks.size();
+  plan.signature.requests = 2 * chunks.size();
+  for (std::uint32_t i = 0; i < chunks.size(); ++i) {
+    PlannedSlot s;
+    s.ordinal = i;
+    s.size = chunks[i].size() * kG;
+    s.start = 2 * i;
+    s.end = 2 * i + 1;
+    s.chunks = chunks[i];
+    for (std::uint32_t c : chunks[i]) plan.num_chunks = std::max<std::uint64_t>(plan.num_chunks, c + 1);
+    plan.slots.push_back(s);
+  }
+  return plan;
+}
+
+struct RunsFixture {
+  RunsFixture() : host(host_driver()), memory(*host, kG, 0), pool(memory), sync(*host) {}
+  std::unique_ptr<InstalledPlan> install(ChunkPlan plan, const PoolClaims& claims) {
+    std::string why;
+    auto installed = InstalledPlan::install(
+        std::move(plan), *host, pool, sync,
+        [](std::uint64_t) { return std::numeric_limits<std::uint64_t>::max(); }, &why, claims);
+    EXPECT_NE(installed, nullptr) << why;
+    return installed;
+  }
+  // Writes (slot, page) into every page of every slot, then reads each back: a slot whose pages
+  // were not its own chunks, or were mapped from the wrong part of a run, reads another's.
+  void write_and_check(InstalledPlan& plan) {
+    for (std::uint32_t k = 0; k < plan.slot_count(); ++k) {
+      for (std::uint64_t page = 0; page < plan.plan().slots[k].chunks.size(); ++page) {
+        const std::array<std::uint32_t, 2> word{k, static_cast<std::uint32_t>(page)};
+        ASSERT_EQ(host->write_bytes(plan.address(k) + page * kG, word.data(), sizeof(word)),
+                  vmm::Status::Success);
+      }
+    }
+    for (std::uint32_t k = 0; k < plan.slot_count(); ++k) {
+      for (std::uint64_t page = 0; page < plan.plan().slots[k].chunks.size(); ++page) {
+        std::array<std::uint32_t, 2> word{};
+        ASSERT_EQ(host->read_bytes(word.data(), plan.address(k) + page * kG, sizeof(word)),
+                  vmm::Status::Success);
+        EXPECT_EQ(word[0], k);
+        EXPECT_EQ(word[1], page);
+      }
+    }
+  }
+  std::unique_ptr<vmm::Driver> host;
+  PhysicalMemory memory;
+  PlanPool pool;
+  StreamSync sync;
+};
+
+PoolClaims with_runs() {
+  PoolClaims claims;
+  claims.runs = true;
+  return claims;
+}
+
+// Where the claims allow runs, chunks that every view holds together are one physical handle:
+// one create for the pool's growth and one map per view for each.
+TEST(InstalledPlan, ChunksHeldTogetherAreOneHandleMappedInOneCall) {
+  RunsFixture f;
+  auto plan = f.install(plan_of_slots({{0, 1, 2, 3}, {4, 5}, {6}}), with_runs());
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(f.host->counters().creates, 3u);
+  EXPECT_EQ(f.pool.run_length(0), 4u);
+  ASSERT_TRUE(plan->map_deferred());
+  EXPECT_EQ(f.host->counters().maps, 3u);
+  EXPECT_EQ(plan->live_mappings(), 3u);
+  f.write_and_check(*plan);
+
+  // Without: a chunk each.
+  RunsFixture alone;
+  auto singles = alone.install(plan_of_slots({{0, 1, 2, 3}, {4, 5}, {6}}), PoolClaims{});
+  ASSERT_NE(singles, nullptr);
+  ASSERT_TRUE(singles->map_deferred());
+  EXPECT_EQ(alone.host->counters().creates, 7u);
+  EXPECT_EQ(alone.host->counters().maps, 7u);
+}
+
+// A later plan numbered on its own would hold part of a run: it is renumbered onto the pool's
+// runs (its run of four onto the pool's, its pair onto the pool's pair) and needs no chunk
+// more, nor a map more than it has runs.
+TEST(InstalledPlan, ALaterPlanIsRenumberedOntoThePoolsRuns) {
+  RunsFixture f;
+  auto first = f.install(plan_of_slots({{0, 1, 2, 3}, {4, 5}, {6}}), with_runs());
+  ASSERT_NE(first, nullptr);
+  auto second = f.install(plan_of_slots({{0, 1}, {2, 3, 4, 5}, {6}}), with_runs());
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(f.pool.size(), 7u);
+  EXPECT_EQ(f.host->counters().creates, 3u);
+  EXPECT_EQ(second->plan().slots[1].chunks, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(second->plan().slots[0].chunks, (std::vector<std::uint32_t>{4, 5}));
+  ASSERT_TRUE(second->map_deferred());
+  EXPECT_EQ(second->live_mappings(), 3u);
+  f.write_and_check(*second);
+}
+
+// A plan of chunks alone over a pool of runs: the runs it may split are split (one release, a
+// chunk each) rather than the pool grown; a run whose split is refused is not, and the pool
+// grows instead.
+TEST(InstalledPlan, RunsAreSplitForAPlanOfChunksAloneElseThePoolGrows) {
+  const ChunkPlan apart = plan_of_slots({{0}, {1}, {2}, {3}, {4}, {5}, {6}});
+  {
+    RunsFixture f;
+    ASSERT_NE(f.install(plan_of_slots({{0, 1, 2, 3}, {4, 5}, {6}}), with_runs()), nullptr);
+    PoolClaims claims;
+    claims.splittable.assign(7, false);
+    claims.splittable[0] = claims.splittable[4] = true;
+    auto plan = f.install(apart, claims);
+    ASSERT_NE(plan, nullptr);
+    EXPECT_EQ(f.pool.size(), 7u);
+    EXPECT_TRUE(f.pool.alone(0));
+    EXPECT_TRUE(f.pool.alone(4));
+    EXPECT_EQ(f.host->counters().releases, 2u);
+    ASSERT_TRUE(plan->map_deferred());
+    EXPECT_EQ(plan->live_mappings(), 7u);
+    f.write_and_check(*plan);
+  }
+  {
+    RunsFixture f;
+    ASSERT_NE(f.install(plan_of_slots({{0, 1, 2, 3}, {4, 5}, {6}}), with_runs()), nullptr);
+    PoolClaims claims;
+    claims.splittable.assign(7, true);
+    int asked = 0;
+    claims.split = [&](std::uint32_t) {
+      ++asked;
+      return false;
+    };
+    auto plan = f.install(apart, claims);
+    ASSERT_NE(plan, nullptr);
+    EXPECT_GT(asked, 0);
+    EXPECT_EQ(f.pool.size(), 13u);  // chunk 6 and six new ones
+    EXPECT_EQ(f.pool.run_length(0), 4u);
+    ASSERT_TRUE(plan->map_deferred());
+    f.write_and_check(*plan);
+  }
 }
 
 }  // namespace

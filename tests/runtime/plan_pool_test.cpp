@@ -184,5 +184,77 @@ TEST(FootprintTable, KeepsEveryPieceOfEveryFootprint) {
   EXPECT_EQ(table.size(), 0u);
 }
 
+// Chunks in runs share one physical handle each: one create per run; a chunk alone takes a
+// chunk PhysicalMemory has cached before one is created.
+TEST(PlanPool, ARunOfChunksIsOneHandle) {
+  auto host = host_driver();
+  PhysicalMemory memory(*host, kG, 0);
+  auto cached = memory.acquire();
+  ASSERT_TRUE(cached.has_value());
+  memory.give_back(*cached);
+  const std::uint64_t creates = host->counters().creates;
+  {
+    PlanPool pool(memory);
+    const std::vector<std::uint32_t> runs{3, 1, 2};
+    ASSERT_TRUE(pool.grow_to(6, runs));
+    EXPECT_EQ(host->counters().creates - creates, 2u);  // the runs; the chunk alone was cached
+    EXPECT_EQ(memory.cached_bytes(), 0u);
+    EXPECT_TRUE(pool.has_runs());
+    EXPECT_EQ(pool.run_length(0), 3u);
+    EXPECT_EQ(pool.run_head(2), 0u);
+    EXPECT_TRUE(pool.alone(3));
+    EXPECT_EQ(pool.run_head(5), 4u);
+    EXPECT_EQ(pool.handle(0), pool.handle(2));
+    EXPECT_NE(pool.handle(0), pool.handle(4));
+    EXPECT_EQ(pool.idle_count(), 6u);
+    EXPECT_EQ(memory.reserved_bytes(), 6 * kG);
+  }
+  // The runs released, the chunk alone cached.
+  EXPECT_EQ(host->counters().releases, 2u);
+  EXPECT_EQ(memory.reserved_bytes(), kG);
+  EXPECT_EQ(memory.cached_bytes(), kG);
+}
+
+// Cached chunks serve the chunks alone first, then the shortest runs whole, split into chunks
+// alone; a run they cannot cover whole stays a run.
+TEST(PlanPool, CachedChunksReplaceTheShortestRuns) {
+  auto host = host_driver();
+  PhysicalMemory memory(*host, kG, 0);
+  std::vector<Chunk> chunks;
+  for (int i = 0; i < 4; ++i) chunks.push_back(*memory.acquire());
+  for (const Chunk& c : chunks) memory.give_back(c);
+  PlanPool pool(memory);
+  EXPECT_EQ(pool.with_cached_chunks({4, 1, 2, 3}), (std::vector<std::uint32_t>{4, 1, 1, 1, 3}));
+  EXPECT_EQ(pool.with_cached_chunks({1, 1, 1, 1, 8}), (std::vector<std::uint32_t>{1, 1, 1, 1, 8}));
+  EXPECT_EQ(pool.with_cached_chunks({}), (std::vector<std::uint32_t>{}));
+}
+
+// A run with no tenant splits into chunks alone (its handle released, a chunk made or taken for
+// each); one with a tenant does not.
+TEST(PlanPool, ARunSplitsOnlyWithoutTenants) {
+  auto host = host_driver();
+  PhysicalMemory memory(*host, kG, 0);
+  PlanPool pool(memory);
+  const std::vector<std::uint32_t> runs{3, 2};
+  ASSERT_TRUE(pool.grow_to(5, runs));
+  StreamMask sync = 0;
+  const std::vector<ChunkPiece> tenant{{4, 0, kWhole}};
+  ASSERT_TRUE(pool.try_occupy(tenant, &sync));
+  EXPECT_FALSE(pool.split_run(3));
+  EXPECT_EQ(pool.run_length(3), 2u);
+  const vmm::ChunkHandle before = pool.handle(0);
+  const std::uint64_t releases = host->counters().releases;
+  ASSERT_TRUE(pool.split_run(0));
+  EXPECT_EQ(host->counters().releases - releases, 1u);
+  for (std::uint32_t c = 0; c < 3; ++c) {
+    EXPECT_TRUE(pool.alone(c)) << c;
+    EXPECT_NE(pool.handle(c), before) << c;
+  }
+  EXPECT_NE(pool.handle(0), pool.handle(1));
+  EXPECT_EQ(memory.reserved_bytes(), 5 * kG);
+  EXPECT_EQ(pool.idle_count(), 4u);
+  EXPECT_TRUE(pool.split_run(1));  // alone already
+}
+
 }  // namespace
 }  // namespace stalloc

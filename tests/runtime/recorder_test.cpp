@@ -163,6 +163,46 @@ TEST(Recorder, AWarmUpDecidesOnlyWhenMostSizesChanged) {
             std::vector<bool>(40, false));
 }
 
+// Settled sizes: compared with a warm-up or with the last iteration of the count, at most 1/16
+// of the ordinals changed (a plan's pool then makes runs); before any comparison, unknown.
+TEST(Recorder, SizesAreSettledOnlyWhenAComparisonFoundFewChanged) {
+  Recorder r;
+  record_iteration(r, scaled(100, 40));
+  r.compare_sizes();
+  EXPECT_FALSE(r.sizes_settled());  // the first of its count, nothing compared
+  r.next_iteration(false);
+  record_iteration(r, scaled(100, 40));
+  r.compare_sizes();
+  EXPECT_TRUE(r.sizes_settled());
+  r.compare_sizes();  // again: still this iteration's comparison
+  EXPECT_TRUE(r.sizes_settled());
+  r.next_iteration(false);
+  std::vector<std::uint64_t> routed = scaled(100, 40);
+  for (std::size_t i = 0; i < 40; i += 4) routed[i] += 1;  // a routing: 10 of 40 changed
+  record_iteration(r, routed);
+  r.next_iteration(false);
+  EXPECT_FALSE(r.sizes_settled());
+  std::vector<std::uint64_t> few = routed;
+  few[1] += 1;
+  few[2] += 1;  // 2 of 40
+  record_iteration(r, few);
+  r.next_iteration(false);
+  EXPECT_TRUE(r.sizes_settled());
+
+  Recorder after_warm_up;
+  record_warm_up(after_warm_up, 5, scaled(100, 40));
+  after_warm_up.next_iteration(false);
+  record_iteration(after_warm_up, scaled(100, 40));
+  after_warm_up.next_iteration(false);
+  EXPECT_TRUE(after_warm_up.sizes_settled());
+  Recorder routed_after_warm_up;
+  record_warm_up(routed_after_warm_up, 5, scaled(100, 40));
+  routed_after_warm_up.next_iteration(false);
+  record_iteration(routed_after_warm_up, routed);
+  routed_after_warm_up.next_iteration(false);
+  EXPECT_FALSE(routed_after_warm_up.sizes_settled());
+}
+
 // With varying_sizes:dynamic the varying ordinals are marked dynamic, and the signature leaves
 // their sizes out: two iterations that differ only there have one signature.
 TEST(Recorder, DynamicTraceMarksVaryingOrdinalsAndKeepsTheSignature) {

@@ -21,13 +21,14 @@ TEST(RuntimeConfig, EmptyGivesDefaults) {
   EXPECT_EQ(c.capacity, 0u);
   EXPECT_TRUE(c.auto_step);
   EXPECT_FALSE(c.record_trace);
+  EXPECT_TRUE(c.pool_runs);
 }
 
 TEST(RuntimeConfig, ParsesEveryKey) {
   RuntimeConfig c = parse_runtime_config(
       "backend:host, mode:windowed,profile_iterations:3,granularity:64KiB,small_size:4096,"
       "large_size:0,online_page:20MiB,extent_size:4MiB,capacity:24GiB,auto_step:false,plan_cache_size:2,record_trace:true,windows:16,"
-      "lookahead:4,varying_sizes:dynamic,peer_access:all,log:/tmp/stalloc.log");
+      "lookahead:4,pool_runs:false,varying_sizes:dynamic,peer_access:all,log:/tmp/stalloc.log");
   EXPECT_EQ(c.backend, "host");
   EXPECT_EQ(c.mode, PlanMode::Windowed);
   EXPECT_EQ(c.profile_iterations, 3u);
@@ -42,6 +43,7 @@ TEST(RuntimeConfig, ParsesEveryKey) {
   EXPECT_TRUE(c.record_trace);
   EXPECT_EQ(c.windows, 16u);
   EXPECT_EQ(c.lookahead, 4u);
+  EXPECT_FALSE(c.pool_runs);
   EXPECT_EQ(c.varying_sizes, VaryingSizes::Dynamic);
   EXPECT_TRUE(c.peer_access);
   EXPECT_EQ(c.log, "/tmp/stalloc.log");
@@ -70,6 +72,7 @@ TEST(RuntimeConfig, FormatRoundTrips) {
   EXPECT_EQ(again.mode, PlanMode::Windowed);
   EXPECT_EQ(again.capacity, 1ull << 30);
   EXPECT_EQ(again.windows, 3u);
+  EXPECT_FALSE(parse_runtime_config(format_runtime_config(parse_runtime_config("pool_runs:false"))).pool_runs);
 }
 
 TEST(RuntimeConfig, EveryVaryingSizesPolicyRoundTrips) {
