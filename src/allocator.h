@@ -119,9 +119,14 @@ class Runtime {
   // Per pool run (at its first chunk): it may be split for a plan's install, no tenant in it,
   // none of its chunks in `held`.
   std::vector<bool> splittable_runs(const std::vector<bool>& held) const;
-  // Unmaps the idle views over the pool run headed at `head` and splits it if nothing maps it
-  // then (PlanPool::split_run): for a plan's install, or for the lender.
+  // Splits the pool run headed at `head` into chunks alone (PlanPool::split_run), for a plan's
+  // install or for the lender: only with no tenant, the GPU done with it and no retiring plan
+  // mapping it; the views that map it map its chunks one by one in its place
+  // (InstalledPlan::unmap_run, map_run_again). False when it could not be, and then for the
+  // rest of the iteration.
   bool split_run(std::uint32_t head);
+  // The lender wants a chunk of the run headed at `head`: every run that can be is split.
+  bool split_runs_for_lending(std::uint32_t head);
   std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.
   std::uint64_t slots_not_taken() const;  // of the followed plan, in this iteration
@@ -192,6 +197,9 @@ class Runtime {
   PhysicalMemory memory_;
   PlanPool pool_;
   IdleChunkLender lender_;
+  // By pool run (its first chunk): the iteration (+1) in which its split was refused.
+  std::vector<std::uint64_t> split_refused_;
+  std::uint64_t split_wait_iteration_ = 0;  // the iteration (+1) that waited for a split
   DedicatedRanges dedicated_;  // large unplanned tensors while no plan is followed
   // Per stream, [2s] for unplanned requests up to small_size and [2s + 1] for larger ones.
   std::vector<std::unique_ptr<PackedArena>> packed_;

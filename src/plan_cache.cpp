@@ -65,16 +65,9 @@ void PlanCache::evict(const InstalledPlan* keep) {
   }
 }
 
-bool PlanCache::unmap_idle_views_over(std::span<const std::uint32_t> chunks) {
-  for (const auto& plan : installed_) plan->shed_views_over(chunks);
-  for (const auto* plans : {&installed_, &retiring_}) {
-    for (const auto& plan : *plans) {
-      for (std::uint32_t c : chunks) {
-        if (plan->maps(c)) return true;
-      }
-    }
-  }
-  return false;
+bool PlanCache::retiring_maps(std::uint32_t chunk) const {
+  return std::any_of(retiring_.begin(), retiring_.end(),
+                     [&](const std::unique_ptr<InstalledPlan>& p) { return p->maps(chunk); });
 }
 
 void PlanCache::release_retired() {

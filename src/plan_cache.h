@@ -45,9 +45,8 @@ class PlanCache {
   void insert(std::unique_ptr<InstalledPlan> plan, std::uint64_t stamp, const InstalledPlan* keep);
   void mark_failed(const SignatureKey& key) { failed_.push_back(key); }
   const std::vector<std::unique_ptr<InstalledPlan>>& installed() const { return installed_; }
-  // Unmaps the idle views over the pool chunks, of every plan (InstalledPlan::shed_views_over);
-  // then whether any plan, retiring ones included, still maps one of them.
-  bool unmap_idle_views_over(std::span<const std::uint32_t> chunks);
+  // Whether a retiring plan maps the pool chunk (it waits for the GPU, nothing of it moves).
+  bool retiring_maps(std::uint32_t chunk) const;
   bool holds(const InstalledPlan* plan) const;
   // Destroys the evicted plans the GPU is done with (InstalledPlan::retire); at boundaries.
   void release_retired();

@@ -4,7 +4,6 @@
 #include <unordered_map>
 
 #include "src/pool_runs.h"
-#include "src/run_relabelling.h"
 
 namespace stalloc {
 namespace {
@@ -361,14 +360,12 @@ InstalledPlan::~InstalledPlan() {
 }
 
 void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
-  std::vector<const std::vector<std::uint32_t>*> views;
-  views.reserve(views_.size());
-  for (const View& v : views_) views.push_back(&v.chunks);
   const auto labels = static_cast<std::uint32_t>(plan_.num_chunks);
   std::vector<bool> alone(labels, false);
   for (const PlannedSlot& s : plan_.slots) {
     for (std::uint32_t c : s.budget_chunks) alone[c] = true;
   }
+  const std::vector<const std::vector<std::uint32_t>*> views = views_and_slots();
   // A run that could not be split is not offered again; the rest are chunks alone by then.
   PoolClaims offered = claims;
   std::vector<std::uint32_t> to;
@@ -396,22 +393,27 @@ void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
   plan_.num_chunks = top;
 }
 
+std::vector<const std::vector<std::uint32_t>*> InstalledPlan::views_and_slots() const {
+  std::vector<const std::vector<std::uint32_t>*> out;
+  out.reserve(views_.size() + plan_.slots.size());
+  for (const View& v : views_) out.push_back(&v.chunks);
+  for (std::size_t i = 0; i < plan_.slots.size(); ++i) out.push_back(&range_chunks(i));
+  return out;
+}
+
 std::vector<std::uint32_t> InstalledPlan::new_pool_runs(const PoolClaims& claims) const {
   const auto first = static_cast<std::uint32_t>(pool_.size());
   if (plan_.num_chunks <= first) return {};
   if (!claims.runs) return std::vector<std::uint32_t>(plan_.num_chunks - first, 1);
-  std::vector<const std::vector<std::uint32_t>*> views;
-  views.reserve(views_.size());
-  for (const View& v : views_) views.push_back(&v.chunks);
   std::vector<bool> alone(plan_.num_chunks, false);
   for (const PlannedSlot& s : plan_.slots) {
     for (std::uint32_t c : s.budget_chunks) alone[c] = true;
   }
-  return pool_runs(views, alone, first, static_cast<std::uint32_t>(plan_.num_chunks));
+  return pool_runs(views_and_slots(), alone, first, static_cast<std::uint32_t>(plan_.num_chunks));
 }
 
 std::string InstalledPlan::count_mappings(const std::vector<std::uint32_t>& runs,
-                                          std::uint64_t* mappings) {
+                                          std::uint64_t* mappings) const {
   // The run heads of the chunks the pool will have once it grows by `runs`.
   const auto first = static_cast<std::uint32_t>(pool_.size());
   std::vector<std::uint32_t> new_head;
@@ -496,11 +498,14 @@ void InstalledPlan::unmap_view(std::uint32_t view) {
   View& v = views_[view];
   const vmm::DevicePtr base = base_ + v.first_page * granularity_;
   std::size_t page = 0;
-  for (std::uint32_t length : v.runs) {
-    driver_.unmap(base + page * granularity_, length * granularity_);
+  for (std::uint32_t entry : v.runs) {
+    const std::uint32_t length = entry & ~kHole;
+    if ((entry & kHole) == 0) {
+      driver_.unmap(base + page * granularity_, length * granularity_);
+      --live_mappings_;
+    }
     page += length;
   }
-  live_mappings_ -= v.runs.size();
   v.runs.clear();
   v.mapped = 0;
   view_used_by_[view] = 0;
@@ -576,15 +581,54 @@ std::uint64_t InstalledPlan::shed_idle_views(std::uint64_t wanted) {
   return before - live_mappings_;
 }
 
-void InstalledPlan::shed_views_over(std::span<const std::uint32_t> chunks) {
-  if (plan_.mode == PlanMode::Windowed) return;
-  unmap_completed();
-  for (std::uint32_t c : chunks) {
-    for (std::uint32_t o : views_of(c)) {
-      const View& v = views_[o];
-      if (v.mapped == 0 || view_live_[o] > 0 || !v.unmap_after.empty()) continue;
-      shed_view(o);
+std::vector<InstalledPlan::RunPlace> InstalledPlan::run_places(std::uint32_t head) {
+  std::vector<RunPlace> places;
+  for (std::uint32_t o : views_of(head)) {
+    const View& v = views_[o];
+    if (v.mapped == 0) continue;
+    std::uint32_t page = 0;
+    for (std::uint32_t r = 0; r < v.runs.size(); ++r) {
+      const std::uint32_t length = v.runs[r] & ~kHole;
+      if (v.chunks[page] == head && (v.runs[r] & kHole) == 0) places.push_back({o, page, r});
+      page += length;
     }
+  }
+  return places;
+}
+
+void InstalledPlan::unmap_run(const std::vector<RunPlace>& places) {
+  for (const RunPlace& at : places) {
+    View& v = views_[at.view];
+    driver_.unmap(base_ + (v.first_page + at.page) * granularity_,
+                  std::uint64_t{v.runs[at.run]} * granularity_);
+    v.runs[at.run] |= kHole;
+    --live_mappings_;
+  }
+}
+
+void InstalledPlan::map_run_again(std::uint32_t head, std::uint32_t length,
+                                  const std::vector<RunPlace>& places) {
+  // Later places first: an earlier one's new entries would move their indices.
+  for (auto it = places.rbegin(); it != places.rend(); ++it) {
+    View& v = views_[it->view];
+    const vmm::DevicePtr base = base_ + (v.first_page + it->page) * granularity_;
+    std::vector<std::uint32_t> entries;
+    std::uint32_t k = 0;
+    for (; k < length;) {
+      const std::uint32_t run = pool_.run_length(pool_.run_head(head + k));
+      if (pool_.run_head(head + k) != head + k || k + run > length ||
+          driver_.map(base + k * granularity_, run * granularity_, 0, pool_.handle(head + k)) !=
+              vmm::Status::Success) {
+        break;
+      }
+      entries.push_back(run);
+      ++live_mappings_;
+      k += run;
+    }
+    if (k > 0) driver_.set_access(base, k * granularity_, vmm::Access::ReadWrite);
+    if (k < length) entries.push_back((length - k) | kHole);
+    v.runs.erase(v.runs.begin() + it->run);
+    v.runs.insert(v.runs.begin() + it->run, entries.begin(), entries.end());
   }
 }
 

@@ -155,16 +155,28 @@ class InstalledPlan {
   std::uint64_t live_mappings() const { return live_mappings_; }
   // Whether a view maps the pool chunk now.
   bool maps(std::uint32_t chunk);
-  // Unmaps the views no live tensor uses that map one of the chunks (alias and offset modes),
-  // as shed_idle_views does: now if the GPU is done with them, else once it is.
-  void shed_views_over(std::span<const std::uint32_t> chunks);
+  // Where a view maps a pool run whole: the view, and the run's first page in it.
+  struct RunPlace {
+    std::uint32_t view = 0;
+    std::uint32_t page = 0;
+    std::uint32_t run = 0;  // its entry in the view's runs
+  };
+  // The places where views map the run headed at `head` (its chunks without tenants, the GPU
+  // done with them: the caller makes sure).
+  std::vector<RunPlace> run_places(std::uint32_t head);
+  // Unmaps the run at each place, and maps what the pool has there afterwards (after
+  // PlanPool::split_run, its chunks alone), with one access call per place: the view stays
+  // mapped, live tenants elsewhere in it untouched. A chunk the driver refuses to map is left
+  // a hole (never handed out: a split that failed left it without a handle, occupied for good).
+  void unmap_run(const std::vector<RunPlace>& places);
+  void map_run_again(std::uint32_t head, std::uint32_t length, const std::vector<RunPlace>& places);
 
  private:
   struct View {
     std::uint64_t first_page = 0;        // in the reservation
     std::vector<std::uint32_t> chunks;   // pool chunks, in address order
     std::size_t mapped = 0;              // how many of them are mapped (all, or none between calls)
-    std::vector<std::uint32_t> runs;     // the lengths of the pool runs mapped, one call each
+    std::vector<std::uint32_t> runs;     // the lengths of the pool runs mapped, one call each (kHole)
     std::vector<vmm::EventHandle> unmap_after;  // windowed: pending lazy unmap
     std::uint32_t first_window = UINT32_MAX;
     std::uint32_t last_window = 0;
@@ -183,12 +195,14 @@ class InstalledPlan {
   // splitting the runs it chose to; after kSplitAttempts tries with splits that failed, none.
   static constexpr int kSplitAttempts = 3;
   void relabel_onto_pool_runs(const PoolClaims& claims);
+  // What pool runs must be whole in: the views' chunks, and the slots' (pool_runs.h).
+  std::vector<const std::vector<std::uint32_t>*> views_and_slots() const;
   // The runs the pool's new chunks come in for this plan's views (pool_runs.h), if the claims
   // allow runs.
   std::vector<std::uint32_t> new_pool_runs(const PoolClaims& claims) const;
   // Counts the mappings the views make on the pool's runs, the new chunks' in `runs`; what is
   // wrong when a view holds part of a run.
-  std::string count_mappings(const std::vector<std::uint32_t>& runs, std::uint64_t* mappings);
+  std::string count_mappings(const std::vector<std::uint32_t>& runs, std::uint64_t* mappings) const;
   // Alias and offset modes: each view's stage, and the views laid out stage after stage.
   void lay_out_stages();
   std::uint64_t stage_first_page(std::uint32_t stage) const {
@@ -223,9 +237,11 @@ class InstalledPlan {
   std::vector<std::uint32_t> slot_view_;  // UINT32_MAX for a slot without chunks
   std::vector<bool> varies_;
   std::vector<View> views_;
-  // By pool chunk, the views that hold it (built when first asked: maps, shed_views_over).
+  // By pool chunk, the views that hold it (built when first asked: maps, run_places).
   std::vector<std::vector<std::uint32_t>> views_of_chunk_;
   const std::vector<std::uint32_t>& views_of(std::uint32_t chunk);
+  // A run entry of a view that is not mapped (a hole, map_run_again): its length, this bit set.
+  static constexpr std::uint32_t kHole = 1u << 31;
   // Per view, apart from the views so that the planned path's updates stay in cache: its live
   // slots, and the streams that used it since it was mapped.
   std::vector<std::uint32_t> view_live_;

@@ -189,6 +189,20 @@ bool PlanPool::split_run(std::uint32_t head) {
   return true;
 }
 
+StreamMask PlanPool::run_users(std::uint32_t head) const {
+  StreamMask users = 0;
+  for (std::uint32_t k = 0; k < run_length_[head]; ++k) {
+    const ChunkWord w = bit_of(head + k);
+    users |= users_of(w.index, w.bits);
+  }
+  return users;
+}
+
+void PlanPool::forget_users() {
+  for (std::vector<std::uint64_t>& bits : users_) std::fill(bits.begin(), bits.end(), 0);
+  std::fill(freed_.begin(), freed_.end(), 0);
+}
+
 bool PlanPool::partial_available(const ChunkPiece& piece) const {
   if (test(occupied_, piece.chunk)) return false;
   for (const Interval& i : partial_[piece.chunk]) {

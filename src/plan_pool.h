@@ -99,6 +99,10 @@ class PlanPool {
   // or memory runs out; then the run is as it was, or, if the driver could not make it again
   // either, its chunks stay taken for good (no tenant, no lending, no handle).
   bool split_run(std::uint32_t head);
+  // The streams whose work on the run's chunks no later tenant was ordered after yet.
+  StreamMask run_users(std::uint32_t head) const;
+  // The device was synchronized: no chunk's earlier work is in flight.
+  void forget_users();
 
   // Occupies the footprint when none of it overlaps a live tenant; *sync_with gets the streams
   // whose earlier work on it the new tenant must be ordered after, and *freed (if given) a

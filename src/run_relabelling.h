@@ -34,8 +34,8 @@ struct PoolClaims {
 };
 
 // The pool chunk for each of the plan's `labels` chunks, given its views (sequences of its
-// chunks) and the chunks that must stay alone (Dynamic budgets); never a held chunk. The runs
-// to split first go to *split (their first chunks, for PlanPool::split_run).
+// chunks, its slots' too) and the chunks that must stay alone (Dynamic budgets); never a held
+// chunk. The runs to split first go to *split (their first chunks, for PlanPool::split_run).
 std::vector<std::uint32_t> relabel_onto_runs(const std::vector<const std::vector<std::uint32_t>*>& views,
                                              const std::vector<bool>& alone, std::uint32_t labels,
                                              const PlanPool& pool, const PoolClaims& claims,

@@ -23,7 +23,7 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   j.field("plans_pending", s.plans_pending).field("plans_retiring", s.plans_retiring);
   j.field("plans_declined", s.plans_declined).field("plans_unmapped", s.plans_unmapped);
   j.field("install_waits", s.install_waits).field("dedicated_behind_gpu", s.dedicated_behind_gpu);
-  j.field("runs_split", s.runs_split);
+  j.field("runs_split", s.runs_split).field("split_waits", s.split_waits);
   j.field("stream_waits", s.stream_waits).field("stream_waits_on_marks", s.stream_waits_on_marks);
   j.field("capture_refusals", s.capture_refusals)
       .field("capture_deferred_frees", s.capture_deferred_frees);

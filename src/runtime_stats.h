@@ -49,6 +49,8 @@ struct RuntimeStats {
   // Plan pool runs (chunks sharing one physical handle, pool_runs.h) split into chunks alone,
   // for a later plan's install or for the lender (Runtime::split_run).
   std::uint64_t runs_split = 0;
+  // Host waits for the device so that the lender could split runs (at most one per iteration).
+  std::uint64_t split_waits = 0;
   // Large unplanned requests served in stream order from cached ranges the GPU still used (a
   // slightly larger one whole, or one shared), where a range would otherwise have been made
   // beside them (dedicated_ranges.h).

@@ -291,5 +291,43 @@ TEST(InstalledPlan, RunsAreSplitForAPlanOfChunksAloneElseThePoolGrows) {
   }
 }
 
+// A run split while its view has a live tenant elsewhere: the view keeps every other mapping
+// (the tenant's bytes stay where they were), the run's chunks are mapped one by one in its
+// place, one access call.
+TEST(InstalledPlan, ARunIsSplitInPlaceInAMappedView) {
+  RunsFixture f;
+  ChunkPlan offset = plan_of_slots({{0, 1}, {2, 3}});
+  offset.mode = PlanMode::Offset;
+  auto plan = f.install(std::move(offset), with_runs());
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->view_count(), 1u);
+  EXPECT_EQ(f.pool.run_length(0), 2u);
+  EXPECT_EQ(f.pool.run_length(2), 2u);
+  ASSERT_TRUE(plan->map_deferred());
+  EXPECT_EQ(plan->live_mappings(), 2u);
+  f.write_and_check(*plan);
+  const std::vector<InstalledPlan::RunPlace> places = plan->run_places(2);
+  ASSERT_EQ(places.size(), 1u);
+  EXPECT_EQ(places[0].page, 2u);
+  const std::uint64_t access = f.host->counters().set_accesses;
+  plan->unmap_run(places);
+  ASSERT_TRUE(f.pool.split_run(2));
+  plan->map_run_again(2, 2, places);
+  EXPECT_EQ(plan->live_mappings(), 3u);
+  EXPECT_EQ(f.host->counters().set_accesses - access, 1u);
+  EXPECT_TRUE(f.pool.alone(2));
+  EXPECT_TRUE(plan->maps(3));
+  // Slot 0's bytes untouched; slot 1's pages are its chunks again, alone now.
+  std::array<std::uint32_t, 2> word{};
+  ASSERT_EQ(f.host->read_bytes(word.data(), plan->address(0) + kG, sizeof(word)),
+            vmm::Status::Success);
+  EXPECT_EQ(word[0], 0u);
+  EXPECT_EQ(word[1], 1u);
+  f.write_and_check(*plan);
+  // Unmapped whole at the end: every mapping, the split run's included, goes.
+  plan.reset();
+  EXPECT_EQ(f.host->counters().live_mappings, 0u);
+}
+
 }  // namespace
 }  // namespace stalloc

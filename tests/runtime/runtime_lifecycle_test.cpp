@@ -79,6 +79,36 @@ TEST(RuntimeLifecycle, ASettledWorkloadsPoolIsMadeOfRuns) {
   EXPECT_EQ(runs.stats().runs_split, 0u);
 }
 
+// A settled workload whose activations then grow (a longer sequence): the iteration that leaves
+// the plan finds the pool in runs, and the lender splits them (the views keep their mappings,
+// the runs' chunks mapped one by one in their place) so that the arenas borrow them as before;
+// the tensors' data intact, and no more memory than with pool_runs:false. Under the GPU lag of
+// STALLOC_TEST_GPU_LAG too (a split then waits for the device, once in the iteration).
+TEST(RuntimeLifecycle, RunsAreSplitWhenTheWorkloadLeavesItsPlan) {
+  TraceBuilder b;
+  for (int w = 0; w < 3; ++w) b.alloc(3 * kG + 100);
+  for (int i = 0; i < 8; ++i) {
+    add_training_iteration(b, (i < 4 ? 8 : 12) * kG - 100);
+    b.next_iteration();
+  }
+  const Trace trace = b.trace();
+  const std::string conf = "profile_iterations:1,large_size:" + std::to_string(4 * kG);
+  ReplayOptions options;
+  options.verify = true;
+  auto with = host_driver();
+  Runtime runs(test_config(conf), *with);
+  ReplayResult r = replay_trace(runs, trace, options);
+  auto without = host_driver();
+  Runtime singles(test_config(conf + ",pool_runs:false"), *without);
+  ReplayResult s = replay_trace(singles, trace, options);
+  EXPECT_EQ(r.verify_errors, 0u);
+  EXPECT_EQ(r.failed_allocations, 0u);
+  EXPECT_EQ(r.unmapped_uses, 0u);
+  EXPECT_EQ(s.verify_errors, 0u);
+  EXPECT_GT(runs.stats().runs_split, 0u);
+  EXPECT_LE(runs.stats().peak_reserved_bytes, singles.stats().peak_reserved_bytes);
+}
+
 // A granularity set in STALLOC_CONF may be a multiple of the driver's (CUDA's is 2 MiB, a user
 // may plan at 32 MiB): plans are made and installed at the runtime's granularity.
 // While no plan is followed, a tensor of at least large_size gets a dedicated range (one chunk,

@@ -130,6 +130,7 @@ void print_json(const Summary& s) {
   w.field("plans_declined", s.stats.plans_declined);
   w.field("install_waits", s.stats.install_waits);
   w.field("runs_split", s.stats.runs_split);
+  w.field("split_waits", s.stats.split_waits);
   w.field("dedicated_behind_gpu", s.stats.dedicated_behind_gpu);
   w.field("last_plan_error", s.stats.last_plan_error);
   w.field("ns_per_malloc_median", s.ns_per_malloc_median);
