@@ -4,6 +4,9 @@
 
 #include <vector>
 
+#include "src/run_relabelling.h"
+#include "tests/runtime/runtime_test_support.h"
+
 namespace stalloc {
 namespace {
 
@@ -37,6 +40,42 @@ TEST(PoolRuns, UnheldAloneAndExistingChunksAreNotInRuns) {
   EXPECT_EQ(runs_of({{0, 1, 2, 3, 4, 5}}, 0, 6, {}, 4), (Runs{4, 2}));
   EXPECT_EQ(runs_of({{0, 1, 2, 3, 4, 5}}, 3, 6), (Runs{3}));
   EXPECT_EQ(runs_of({{0, 1, 2, 3, 4, 5}}, 6, 6), (Runs{}));
+}
+
+// A plan renumbered onto a pool of runs 4, 2 and three chunks alone: its run of four onto the
+// pool's four, its pair onto the pool's pair, its chunks alone onto the pool's, never the held
+// one; what is left goes onto a run it may split, then past the pool's end.
+TEST(RunRelabelling, PlacesThePlansRunsOnThePoolsAndAvoidsHeldChunks) {
+  auto host = testing_support::host_driver();
+  PhysicalMemory memory(*host, testing_support::kG, 0);
+  PlanPool pool(memory);
+  const std::vector<std::uint32_t> runs{4, 2, 1, 1, 1};
+  ASSERT_TRUE(pool.grow_to(9, runs));
+  const std::vector<Chunks> plan{{0, 1}, {2, 3, 4, 5}, {6}, {7}};
+  std::vector<const Chunks*> views;
+  for (const Chunks& v : plan) views.push_back(&v);
+  PoolClaims claims;
+  claims.held.assign(9, false);
+  claims.held[7] = true;
+  std::vector<std::uint32_t> split;
+  EXPECT_EQ(relabel_onto_runs(views, {}, 8, pool, claims, &split),
+            (std::vector<std::uint32_t>{4, 5, 0, 1, 2, 3, 6, 8}));
+  EXPECT_TRUE(split.empty());
+
+  // Five chunks alone and one pair: the pool's pair is used, its run of four is not; splittable,
+  // it is split for the chunks left, else they go past the pool's end.
+  const std::vector<Chunks> apart{{0}, {1}, {2}, {3}, {4}, {5, 6}};
+  std::vector<const Chunks*> apart_views;
+  for (const Chunks& v : apart) apart_views.push_back(&v);
+  claims.splittable.assign(9, false);
+  std::vector<std::uint32_t> none;
+  EXPECT_EQ(relabel_onto_runs(apart_views, {}, 7, pool, claims, &none),
+            (std::vector<std::uint32_t>{6, 8, 9, 10, 11, 4, 5}));
+  EXPECT_TRUE(none.empty());
+  claims.splittable[0] = true;
+  EXPECT_EQ(relabel_onto_runs(apart_views, {}, 7, pool, claims, &split),
+            (std::vector<std::uint32_t>{0, 1, 2, 3, 6, 4, 5}));
+  EXPECT_EQ(split, (std::vector<std::uint32_t>{0}));
 }
 
 }  // namespace
