@@ -59,11 +59,8 @@ TEST(IdleChunkLender, LendsIdleChunksWholeAndOccupiesThem) {
 // A chunk of a run (one handle for several chunks) cannot be mapped alone: it is lent only
 // once the run is split into chunks alone, and only if none of its chunks has a tenant.
 TEST(IdleChunkLender, LendsAChunkOfARunOnlyOnceTheRunIsSplit) {
-  auto host = host_driver();
-  PhysicalMemory memory(*host, kG, 0);
-  PlanPool pool(memory);
-  const std::vector<std::uint32_t> runs{2, 3};
-  ASSERT_TRUE(pool.grow_to(5, runs));
+  PoolOfRuns f({2, 3});
+  PlanPool& pool = f.pool;
   IdleChunkLender unsplit(pool);
   unsplit.lend_any();
   EXPECT_FALSE(unsplit.borrow().has_value());

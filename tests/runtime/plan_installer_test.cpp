@@ -38,6 +38,27 @@ ChunkPlan plan_of_own_views() {
   return plan;
 }
 
+// Writes (slot, page) into the first `pages` pages of slot k through its address; reads them
+// back: a page that is not the slot's own chunk reads another slot's.
+void write_pages(vmm::Driver& host, const InstalledPlan& plan, std::uint32_t k, std::uint64_t pages) {
+  for (std::uint64_t page = 0; page < pages; ++page) {
+    const std::array<std::uint32_t, 2> word{k, static_cast<std::uint32_t>(page)};
+    ASSERT_EQ(host.write_bytes(plan.address(k) + page * kG, word.data(), sizeof(word)),
+              vmm::Status::Success)
+        << k;
+  }
+}
+
+void check_pages(vmm::Driver& host, const InstalledPlan& plan, std::uint32_t k, std::uint64_t pages) {
+  for (std::uint64_t page = 0; page < pages; ++page) {
+    std::array<std::uint32_t, 2> word{};
+    ASSERT_EQ(host.read_bytes(word.data(), plan.address(k) + page * kG, sizeof(word)),
+              vmm::Status::Success);
+    EXPECT_EQ(word[0], k);
+    EXPECT_EQ(word[1], page);
+  }
+}
+
 struct InstallerFixture {
   InstallerFixture() : host(host_driver()), memory(*host, kG, 0), pool(memory), sync(*host) {
     std::string why;
@@ -49,23 +70,8 @@ struct InstallerFixture {
   std::uint64_t mappings() const { return host->counters().live_mappings; }
   std::uint64_t access_calls() const { return host->counters().set_accesses; }
   // Writes slot k's number into each of its two pages through its address.
-  void write(std::uint32_t k) {
-    for (std::uint64_t page = 0; page < 2; ++page) {
-      const std::array<std::uint32_t, 2> word{k, static_cast<std::uint32_t>(page)};
-      ASSERT_EQ(host->write_bytes(plan->address(k) + page * kG, word.data(), sizeof(word)),
-                vmm::Status::Success)
-          << k;
-    }
-  }
-  void check(std::uint32_t k) {
-    for (std::uint64_t page = 0; page < 2; ++page) {
-      std::array<std::uint32_t, 2> word{};
-      ASSERT_EQ(host->read_bytes(word.data(), plan->address(k) + page * kG, sizeof(word)),
-                vmm::Status::Success);
-      EXPECT_EQ(word[0], k);
-      EXPECT_EQ(word[1], page);
-    }
-  }
+  void write(std::uint32_t k) { write_pages(*host, *plan, k, 2); }
+  void check(std::uint32_t k) { check_pages(*host, *plan, k, 2); }
   std::unique_ptr<vmm::Driver> host;
   PhysicalMemory memory;
   PlanPool pool;
@@ -178,24 +184,14 @@ struct RunsFixture {
     EXPECT_NE(installed, nullptr) << why;
     return installed;
   }
-  // Writes (slot, page) into every page of every slot, then reads each back: a slot whose pages
-  // were not its own chunks, or were mapped from the wrong part of a run, reads another's.
+  // Every page of every slot written, then read back: a slot whose pages were not its own
+  // chunks, or were mapped from the wrong part of a run, reads another's.
   void write_and_check(InstalledPlan& plan) {
     for (std::uint32_t k = 0; k < plan.slot_count(); ++k) {
-      for (std::uint64_t page = 0; page < plan.plan().slots[k].chunks.size(); ++page) {
-        const std::array<std::uint32_t, 2> word{k, static_cast<std::uint32_t>(page)};
-        ASSERT_EQ(host->write_bytes(plan.address(k) + page * kG, word.data(), sizeof(word)),
-                  vmm::Status::Success);
-      }
+      write_pages(*host, plan, k, plan.plan().slots[k].chunks.size());
     }
     for (std::uint32_t k = 0; k < plan.slot_count(); ++k) {
-      for (std::uint64_t page = 0; page < plan.plan().slots[k].chunks.size(); ++page) {
-        std::array<std::uint32_t, 2> word{};
-        ASSERT_EQ(host->read_bytes(word.data(), plan.address(k) + page * kG, sizeof(word)),
-                  vmm::Status::Success);
-        EXPECT_EQ(word[0], k);
-        EXPECT_EQ(word[1], page);
-      }
+      check_pages(*host, plan, k, plan.plan().slots[k].chunks.size());
     }
   }
   std::unique_ptr<vmm::Driver> host;

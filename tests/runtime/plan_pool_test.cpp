@@ -232,26 +232,23 @@ TEST(PlanPool, CachedChunksReplaceTheShortestRuns) {
 // A run with no tenant splits into chunks alone (its handle released, a chunk made or taken for
 // each); one with a tenant does not.
 TEST(PlanPool, ARunSplitsOnlyWithoutTenants) {
-  auto host = host_driver();
-  PhysicalMemory memory(*host, kG, 0);
-  PlanPool pool(memory);
-  const std::vector<std::uint32_t> runs{3, 2};
-  ASSERT_TRUE(pool.grow_to(5, runs));
+  PoolOfRuns f({3, 2});
+  PlanPool& pool = f.pool;
   StreamMask sync = 0;
   const std::vector<ChunkPiece> tenant{{4, 0, kWhole}};
   ASSERT_TRUE(pool.try_occupy(tenant, &sync));
   EXPECT_FALSE(pool.split_run(3));
   EXPECT_EQ(pool.run_length(3), 2u);
   const vmm::ChunkHandle before = pool.handle(0);
-  const std::uint64_t releases = host->counters().releases;
+  const std::uint64_t releases = f.host->counters().releases;
   ASSERT_TRUE(pool.split_run(0));
-  EXPECT_EQ(host->counters().releases - releases, 1u);
+  EXPECT_EQ(f.host->counters().releases - releases, 1u);
   for (std::uint32_t c = 0; c < 3; ++c) {
     EXPECT_TRUE(pool.alone(c)) << c;
     EXPECT_NE(pool.handle(c), before) << c;
   }
   EXPECT_NE(pool.handle(0), pool.handle(1));
-  EXPECT_EQ(memory.reserved_bytes(), 5 * kG);
+  EXPECT_EQ(f.memory.reserved_bytes(), 5 * kG);
   EXPECT_EQ(pool.idle_count(), 4u);
   EXPECT_TRUE(pool.split_run(1));  // alone already
 }

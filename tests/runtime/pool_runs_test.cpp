@@ -46,11 +46,8 @@ TEST(PoolRuns, UnheldAloneAndExistingChunksAreNotInRuns) {
 // pool's four, its pair onto the pool's pair, its chunks alone onto the pool's, never the held
 // one; what is left goes onto a run it may split, then past the pool's end.
 TEST(RunRelabelling, PlacesThePlansRunsOnThePoolsAndAvoidsHeldChunks) {
-  auto host = testing_support::host_driver();
-  PhysicalMemory memory(*host, testing_support::kG, 0);
-  PlanPool pool(memory);
-  const std::vector<std::uint32_t> runs{4, 2, 1, 1, 1};
-  ASSERT_TRUE(pool.grow_to(9, runs));
+  testing_support::PoolOfRuns f({4, 2, 1, 1, 1});
+  const PlanPool& pool = f.pool;
   const std::vector<Chunks> plan{{0, 1}, {2, 3, 4, 5}, {6}, {7}};
   std::vector<const Chunks*> views;
   for (const Chunks& v : plan) views.push_back(&v);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "planner/trace/safe_unpickler.h"
@@ -50,33 +51,47 @@ TEST(RuntimeLifecycle, ProfilePlanReplayInAliasMode) {
   EXPECT_EQ(s.invalid_frees, 0u);
 }
 
+// A trace replayed (verify on) with pool runs and with pool_runs:false. Activations of 8 or
+// more chunks, in ranges of their own while profiled (large_size), so that the pool is made,
+// not taken from the cache.
+struct WithAndWithoutRuns {
+  explicit WithAndWithoutRuns(const Trace& trace)
+      : with(host_driver()),
+        without(host_driver()),
+        runs(test_config(conf()), *with),
+        singles(test_config(conf() + ",pool_runs:false"), *without) {
+    ReplayOptions options;
+    options.verify = true;
+    r = replay_trace(runs, trace, options);
+    s = replay_trace(singles, trace, options);
+    EXPECT_EQ(r.verify_errors, 0u);
+    EXPECT_EQ(r.failed_allocations, 0u);
+    EXPECT_EQ(r.unmapped_uses, 0u);
+    EXPECT_EQ(s.verify_errors, 0u);
+  }
+  static std::string conf() { return "profile_iterations:1,large_size:" + std::to_string(4 * kG); }
+  std::unique_ptr<vmm::Driver> with;
+  std::unique_ptr<vmm::Driver> without;
+  Runtime runs;
+  Runtime singles;
+  ReplayResult r;
+  ReplayResult s;
+};
+
 // A workload whose sizes settled (every iteration alike) gets a pool whose chunks held together
 // share a handle: fewer creates and maps than with pool_runs:false, the same memory, the same
-// matches, and the data of every tensor intact (verify). Activations of 8 chunks, in ranges of
-// their own while profiled (large_size), so that the pool is made, not taken from the cache.
+// matches, and the data of every tensor intact.
 TEST(RuntimeLifecycle, ASettledWorkloadsPoolIsMadeOfRuns) {
-  const Trace trace = periodic_trace(6, 8 * kG - 100);
-  const std::string conf = "profile_iterations:1,large_size:" + std::to_string(4 * kG);
-  ReplayOptions options;
-  options.verify = true;
-  auto with = host_driver();
-  Runtime runs(test_config(conf), *with);
-  ReplayResult r = replay_trace(runs, trace, options);
-  auto without = host_driver();
-  Runtime singles(test_config(conf + ",pool_runs:false"), *without);
-  ReplayResult s = replay_trace(singles, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
-  EXPECT_EQ(s.verify_errors, 0u);
-  EXPECT_LT(with->counters().creates, without->counters().creates);
-  EXPECT_LT(with->counters().maps, without->counters().maps);
-  EXPECT_EQ(runs.stats().peak_reserved_bytes, singles.stats().peak_reserved_bytes);
-  ASSERT_EQ(r.iterations.size(), 6u);
+  WithAndWithoutRuns t(periodic_trace(6, 8 * kG - 100));
+  EXPECT_LT(t.with->counters().creates, t.without->counters().creates);
+  EXPECT_LT(t.with->counters().maps, t.without->counters().maps);
+  EXPECT_EQ(t.runs.stats().peak_reserved_bytes, t.singles.stats().peak_reserved_bytes);
+  ASSERT_EQ(t.r.iterations.size(), 6u);
   for (std::size_t i = 2; i < 6; ++i) {
-    EXPECT_EQ(r.iterations[i].matches, allocations_per_iteration()) << i;
-    EXPECT_EQ(r.iterations[i].vmm_calls, 0u) << i;
+    EXPECT_EQ(t.r.iterations[i].matches, allocations_per_iteration()) << i;
+    EXPECT_EQ(t.r.iterations[i].vmm_calls, 0u) << i;
   }
-  EXPECT_EQ(runs.stats().runs_split, 0u);
+  EXPECT_EQ(t.runs.stats().runs_split, 0u);
 }
 
 // A settled workload whose activations then grow (a longer sequence): the iteration that leaves
@@ -91,22 +106,9 @@ TEST(RuntimeLifecycle, RunsAreSplitWhenTheWorkloadLeavesItsPlan) {
     add_training_iteration(b, (i < 4 ? 8 : 12) * kG - 100);
     b.next_iteration();
   }
-  const Trace trace = b.trace();
-  const std::string conf = "profile_iterations:1,large_size:" + std::to_string(4 * kG);
-  ReplayOptions options;
-  options.verify = true;
-  auto with = host_driver();
-  Runtime runs(test_config(conf), *with);
-  ReplayResult r = replay_trace(runs, trace, options);
-  auto without = host_driver();
-  Runtime singles(test_config(conf + ",pool_runs:false"), *without);
-  ReplayResult s = replay_trace(singles, trace, options);
-  EXPECT_EQ(r.verify_errors, 0u);
-  EXPECT_EQ(r.failed_allocations, 0u);
-  EXPECT_EQ(r.unmapped_uses, 0u);
-  EXPECT_EQ(s.verify_errors, 0u);
-  EXPECT_GT(runs.stats().runs_split, 0u);
-  EXPECT_LE(runs.stats().peak_reserved_bytes, singles.stats().peak_reserved_bytes);
+  WithAndWithoutRuns t(b.trace());
+  EXPECT_GT(t.runs.stats().runs_split, 0u);
+  EXPECT_LE(t.runs.stats().peak_reserved_bytes, t.singles.stats().peak_reserved_bytes);
 }
 
 // A granularity set in STALLOC_CONF may be a multiple of the driver's (CUDA's is 2 MiB, a user

@@ -97,4 +97,11 @@ RuntimeConfig test_config(const std::string& conf) {
   return parse_runtime_config("backend:host,auto_step:false," + conf);
 }
 
+PoolOfRuns::PoolOfRuns(const std::vector<std::uint32_t>& runs)
+    : host(host_driver()), memory(*host, kG, 0), pool(memory) {
+  std::size_t chunks = 0;
+  for (std::uint32_t length : runs) chunks += length;
+  EXPECT_TRUE(pool.grow_to(chunks, runs));
+}
+
 }  // namespace stalloc::testing_support

@@ -8,6 +8,8 @@
 
 #include "planner/trace/trace.h"
 #include "src/allocator.h"
+#include "src/physical_memory.h"
+#include "src/plan_pool.h"
 #include "src/trace_replayer.h"
 #include "vmm/driver.h"
 #include "vmm/host_driver.h"
@@ -49,5 +51,13 @@ ReplayResult replay_verified(Runtime& rt, const Trace& trace);
 
 // Allocations per iteration (iteration > 0) of add_training_iteration.
 std::uint64_t allocations_per_iteration(int layers = 4);
+
+// A plan pool grown in runs of these lengths (pool_runs.h), on a host driver.
+struct PoolOfRuns {
+  explicit PoolOfRuns(const std::vector<std::uint32_t>& runs);
+  std::unique_ptr<vmm::Driver> host;
+  PhysicalMemory memory;
+  PlanPool pool;
+};
 
 }  // namespace stalloc::testing_support
