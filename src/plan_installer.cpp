@@ -625,8 +625,20 @@ void InstalledPlan::map_run_again(std::uint32_t head, std::uint32_t length,
       ++live_mappings_;
       k += run;
     }
-    if (k > 0) driver_.set_access(base, k * granularity_, vmm::Access::ReadWrite);
-    if (k < length) entries.push_back((length - k) | kHole);
+    if (k > 0 && driver_.set_access(base, k * granularity_, vmm::Access::ReadWrite) !=
+                     vmm::Status::Success) {
+      for (std::uint32_t j = 0, page = 0; j < entries.size(); page += entries[j++]) {
+        driver_.unmap(base + page * granularity_, entries[j] * granularity_);
+        --live_mappings_;
+      }
+      entries.clear();
+      k = 0;
+    }
+    // A hole where the driver refused: what is left unmapped there is never handed out.
+    if (k < length) {
+      entries.push_back((length - k) | kHole);
+      pool_.set_aside(head + k, length - k);
+    }
     v.runs.erase(v.runs.begin() + it->run);
     v.runs.insert(v.runs.begin() + it->run, entries.begin(), entries.end());
   }

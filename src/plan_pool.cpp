@@ -170,13 +170,10 @@ bool PlanPool::split_run(std::uint32_t head) {
     }
     for (std::uint32_t k = 0; k < length; ++k) {
       handles_[head + k] = 0;
-      const ChunkWord w = bit_of(head + k);
-      any_[w.index] |= w.bits;
-      occupied_[w.index] |= w.bits;
       run_head_[head + k] = head + k;
       run_length_[head + k] = 1;
     }
-    idle_count_ -= length;
+    set_aside(head, length);
     return false;
   }
   for (std::uint32_t k = 0; k < length; ++k) {
@@ -201,6 +198,15 @@ StreamMask PlanPool::run_users(std::uint32_t head) const {
 void PlanPool::forget_users() {
   for (std::vector<std::uint64_t>& bits : users_) std::fill(bits.begin(), bits.end(), 0);
   std::fill(freed_.begin(), freed_.end(), 0);
+}
+
+void PlanPool::set_aside(std::uint32_t first, std::uint32_t count) {
+  for (std::uint32_t c = first; c < first + count; ++c) {
+    const ChunkWord w = bit_of(c);
+    if ((any_[w.index] & w.bits) == 0) --idle_count_;
+    any_[w.index] |= w.bits;
+    occupied_[w.index] |= w.bits;
+  }
 }
 
 bool PlanPool::partial_available(const ChunkPiece& piece) const {

@@ -103,6 +103,10 @@ class PlanPool {
   StreamMask run_users(std::uint32_t head) const;
   // The device was synchronized: no chunk's earlier work is in flight.
   void forget_users();
+  // Chunks no tenant may take again (a view could not map them after a split, or the split
+  // could not make them again): occupied for good, so that a slot on them conflicts and is
+  // served elsewhere rather than at an address with nothing mapped.
+  void set_aside(std::uint32_t first, std::uint32_t count);
 
   // Occupies the footprint when none of it overlaps a live tenant; *sync_with gets the streams
   // whose earlier work on it the new tenant must be ordered after, and *freed (if given) a

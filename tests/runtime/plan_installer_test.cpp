@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/physical_memory.h"
+#include "vmm/fault_injecting_driver.h"
 #include "tests/runtime/runtime_test_support.h"
 
 namespace stalloc {
@@ -323,6 +324,41 @@ TEST(InstalledPlan, ARunIsSplitInPlaceInAMappedView) {
   // Unmapped whole at the end: every mapping, the split run's included, goes.
   plan.reset();
   EXPECT_EQ(f.host->counters().live_mappings, 0u);
+}
+
+// A view the driver refuses to map a split run's chunk in again keeps a hole there, and the
+// pool sets that chunk aside: no slot is handed an address with nothing mapped. The rest of the
+// view, and its teardown, as before.
+TEST(InstalledPlan, AChunkAViewCannotMapAgainAfterASplitIsSetAside) {
+  auto host = host_driver();
+  vmm::FaultInjectingDriver faulty(*host);
+  PhysicalMemory memory(faulty, kG, 0);
+  PlanPool pool(memory);
+  StreamSync sync(faulty);
+  ChunkPlan offset = plan_of_slots({{0, 1}, {2, 3}});
+  offset.mode = PlanMode::Offset;
+  std::string why;
+  auto plan = InstalledPlan::install(
+      std::move(offset), faulty, pool, sync,
+      [](std::uint64_t) { return std::numeric_limits<std::uint64_t>::max(); }, &why, with_runs());
+  ASSERT_NE(plan, nullptr) << why;
+  ASSERT_TRUE(plan->map_deferred());
+  const std::vector<InstalledPlan::RunPlace> places = plan->run_places(2);
+  ASSERT_EQ(places.size(), 1u);
+  plan->unmap_run(places);
+  ASSERT_TRUE(pool.split_run(2));
+  faulty.fail_nth(2, vmm::CallMask::Map);  // chunk 3's map
+  plan->map_run_again(2, 2, places);
+  EXPECT_EQ(faulty.injected(), 1u);
+  EXPECT_EQ(plan->live_mappings(), 2u);  // the first run, chunk 2
+  EXPECT_TRUE(pool.idle(2));
+  EXPECT_FALSE(pool.idle(3));
+  EXPECT_EQ(pool.idle_count(), 3u);
+  StreamMask ignored = 0;
+  const ChunkPiece piece{3, 0, static_cast<std::uint32_t>(kG)};
+  EXPECT_FALSE(pool.try_occupy(std::span<const ChunkPiece>(&piece, 1), &ignored));
+  plan.reset();
+  EXPECT_EQ(host->counters().live_mappings, 0u);
 }
 
 }  // namespace
