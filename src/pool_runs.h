@@ -16,9 +16,9 @@
 // only whole (split), never finds a run idle but for a chunk a tenant keeps. Cut at the views
 // only, an iteration that left its plan found 31 idle chunks stranded in three runs beside
 // live tenants, and the arenas made the memory again (llama7b-tp2pp2-r at 2,048 tokens, then
-// 4,096: 99.70 -> 98.72%; as before with slots counted). A later plan over the
-// same pool must hold the runs whole too (PlanPool's runs are fixed once made); one that does
-// not is refused (plan_installer.cpp), as one that needs too many mappings is.
+// 4,096: 99.70 -> 98.72%; with the slots counted, 99.70% as without runs). A later plan over
+// the same pool is renumbered onto its runs (run_relabelling.h); a run is split into chunks
+// alone only with no tenant (Runtime::split_run).
 #pragma once
 
 #include <cstdint>
