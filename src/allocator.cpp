@@ -902,11 +902,8 @@ std::vector<bool> Runtime::splittable_runs(const std::vector<bool>& held) const 
   std::vector<bool> splittable(pool_.size(), false);
   for (std::uint32_t head = 0; head < pool_.size(); head += pool_.run_length(head)) {
     const std::uint32_t length = pool_.run_length(head);
-    bool free = length > 1;
-    for (std::uint32_t k = 0; free && k < length; ++k) {
-      const std::uint32_t c = head + k;
-      free = pool_.idle(c) && !(c < held.size() && held[c]);
-    }
+    bool free = length > 1 && pool_.run_idle(head);
+    for (std::uint32_t k = 0; free && k < length; ++k) free = !(head + k < held.size() && held[head + k]);
     splittable[head] = free;
   }
   return splittable;
@@ -925,9 +922,7 @@ bool Runtime::split_run(std::uint32_t head) {
     return false;
   };
   // Tenants come and go (asked again, it may be free): no refusal kept for them.
-  for (std::uint32_t k = 0; k < length; ++k) {
-    if (!pool_.idle(head + k)) return false;
-  }
+  if (!pool_.run_idle(head)) return false;
   if (cache_.retiring_maps(head)) return refuse();
   // Its former tenants' kernels may still run on it: its mappings go only once they are done.
   // Lent a chunk at a time, as the runs' chunks were, the arenas would be ordered after them on

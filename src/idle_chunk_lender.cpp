@@ -56,10 +56,7 @@ std::optional<LentChunk> IdleChunkLender::take(std::uint32_t index) {
   // if none of it has a tenant.
   if (!pool_.alone(index)) {
     const std::uint32_t head = pool_.run_head(index);
-    for (std::uint32_t k = 0; k < pool_.run_length(head); ++k) {
-      if (!pool_.idle(head + k)) return std::nullopt;
-    }
-    if (!split_ || !split_(head)) return std::nullopt;
+    if (!pool_.run_idle(head) || !split_ || !split_(head)) return std::nullopt;
   }
   const ChunkPiece piece = whole(index);
   StreamMask sync_with = 0;

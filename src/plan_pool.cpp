@@ -76,8 +76,9 @@ std::vector<std::uint64_t>& PlanPool::users_bits(unsigned stream) {
 std::vector<std::uint32_t> PlanPool::with_cached_chunks(std::vector<std::uint32_t> runs) const {
   // Cached chunks would otherwise sit beside the runs: they serve the chunks alone and then
   // the shortest runs, chunk by chunk.
+  const auto singles = static_cast<std::uint64_t>(std::count(runs.begin(), runs.end(), 1u));
   std::uint64_t cached = memory_.cached_bytes() / memory_.granularity();
-  for (std::uint32_t length : runs) cached -= std::min<std::uint64_t>(cached, length == 1 ? 1 : 0);
+  cached -= std::min(cached, singles);
   std::vector<std::size_t> shortest;
   for (std::size_t r = 0; r < runs.size(); ++r) {
     if (runs[r] > 1) shortest.push_back(r);
@@ -148,12 +149,17 @@ bool PlanPool::grow_to(std::size_t count, std::span<const std::uint32_t> runs) {
   return true;
 }
 
+bool PlanPool::run_idle(std::uint32_t head) const {
+  for (std::uint32_t k = 0; k < run_length_[head]; ++k) {
+    if (!idle(head + k)) return false;
+  }
+  return true;
+}
+
 bool PlanPool::split_run(std::uint32_t head) {
   const std::uint32_t length = run_length_[head];
   if (length < 2) return true;
-  for (std::uint32_t k = 0; k < length; ++k) {
-    if (!idle(head + k)) return false;
-  }
+  if (!run_idle(head)) return false;
   // Released first, so that the split never holds both (the peak).
   memory_.release_dedicated(Chunk{handles_[head], 0}, length);
   std::vector<Chunk> singles;

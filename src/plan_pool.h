@@ -91,6 +91,8 @@ class PlanPool {
   std::uint32_t run_head(std::uint32_t chunk) const { return run_head_[chunk]; }
   std::uint32_t run_length(std::uint32_t head) const { return run_length_[head]; }
   bool alone(std::uint32_t chunk) const { return run_length_[run_head_[chunk]] == 1; }
+  // No chunk of the run headed at `head` has a tenant.
+  bool run_idle(std::uint32_t head) const;
   // Some run holds several chunks.
   bool has_runs() const { return has_runs_; }
   // Makes each chunk of the run headed at `head` a chunk alone (a later plan holds them apart,
