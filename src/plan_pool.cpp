@@ -120,12 +120,22 @@ bool PlanPool::grow_to(std::size_t count, std::span<const std::uint32_t> runs) {
     }
   };
   for (std::uint32_t length : lengths) {
-    auto c = length == 1 ? memory_.acquire() : memory_.acquire_dedicated(length);
-    if (!c) {
-      undo();
-      return false;
+    // A handle of a whole run may not be had where chunks of one granule still are (a driver
+    // near its memory's end): the run is then made of chunks alone.
+    if (length > 1) {
+      if (auto run = memory_.acquire_dedicated(length)) {
+        added.push_back({*run, length});
+        continue;
+      }
     }
-    added.push_back({*c, length});
+    for (std::uint32_t k = 0; k < length; ++k) {
+      auto c = memory_.acquire();
+      if (!c) {
+        undo();
+        return false;
+      }
+      added.push_back({*c, 1});
+    }
   }
   const std::size_t words = (count + 63) / 64;
   any_.resize(words, 0);

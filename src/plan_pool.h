@@ -77,7 +77,8 @@ class PlanPool {
   // Grows the pool to `count` chunks; false (pool unchanged) when memory runs out. `runs`: the
   // lengths of the runs the new chunks come in, in order (summing to the growth; else each
   // alone). A run of several is one physical handle, mapped only whole (pool_runs.h says which
-  // chunks may share one); a chunk alone is a cached chunk if PhysicalMemory has one.
+  // chunks may share one), or chunks alone where no such handle can be made; a chunk alone is a
+  // cached chunk if PhysicalMemory has one.
   bool grow_to(std::size_t count, std::span<const std::uint32_t> runs = {});
   // The runs again, with as many of PhysicalMemory's cached chunks used as there are: for the
   // chunks alone, then for the shortest runs, split into chunks alone (the cache would

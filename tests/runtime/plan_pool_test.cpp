@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/runtime/runtime_test_support.h"
+#include "vmm/fault_injecting_driver.h"
 
 namespace stalloc {
 namespace {
@@ -213,6 +214,23 @@ TEST(PlanPool, ARunOfChunksIsOneHandle) {
   EXPECT_EQ(host->counters().releases, 2u);
   EXPECT_EQ(memory.reserved_bytes(), kG);
   EXPECT_EQ(memory.cached_bytes(), kG);
+}
+
+// A run whose handle the driver will not make (memory nearly all taken) is made of chunks
+// alone: the pool grows all the same.
+TEST(PlanPool, ARunTheDriverCannotMakeIsMadeOfChunksAlone) {
+  auto host = host_driver();
+  vmm::FaultInjectingDriver faulty(*host);
+  PhysicalMemory memory(faulty, kG, 0);
+  PlanPool pool(memory);
+  faulty.fail_nth(1, vmm::CallMask::Create);
+  const std::vector<std::uint32_t> runs{3, 2};
+  ASSERT_TRUE(pool.grow_to(5, runs));
+  EXPECT_EQ(faulty.injected(), 1u);
+  EXPECT_TRUE(pool.alone(0) && pool.alone(1) && pool.alone(2));
+  EXPECT_EQ(pool.run_length(3), 2u);
+  EXPECT_EQ(pool.idle_count(), 5u);
+  EXPECT_EQ(memory.reserved_bytes(), 5 * kG);
 }
 
 // Cached chunks serve the chunks alone first, then the shortest runs whole, split into chunks
