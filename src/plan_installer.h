@@ -1,6 +1,7 @@
 // A plan made live: every planned slot is served through a view, a virtual range inside the
 // plan's one reservation, backed by pool chunks the plan names (each chunk mapped separately,
-// cuMemUnmap cannot split a mapping; access set once per stage of views). Alias mode maps every
+// or each run of chunks that share a handle, pool_runs.h: cuMemUnmap cannot split a mapping;
+// access set once per stage of views). Alias mode maps every
 // view once, stage by stage as the first iteration that follows the plan reaches them, so a
 // steady iteration makes no VMM call, a plan never followed maps nothing, and one left after
 // its first slots (its sizes changed) maps only the stages they reached.
