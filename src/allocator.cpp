@@ -119,7 +119,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       sync_(driver_),
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
-      lender_(pool_, [this](std::uint32_t head) { return split_runs_for_lending(head); }),
+      lender_(pool_, [this](std::uint32_t head) { return split_run(head); }),
       dedicated_(driver_, memory_, sync_,
                  [this](std::uint64_t bytes) {
                    // The arenas' idle pages go, their chunks released with the cached ones.
@@ -962,13 +962,6 @@ bool Runtime::split_run(std::uint32_t head) {
   if (!split) return refuse();
   ++stats_.runs_split;
   return true;
-}
-
-bool Runtime::split_runs_for_lending(std::uint32_t head) {
-  for (std::uint32_t h = 0; h < pool_.size(); h += pool_.run_length(h)) {
-    if (pool_.run_length(h) > 1) split_run(h);
-  }
-  return pool_.alone(head);
 }
 
 void Runtime::install_finished(std::uint32_t made_before) {

@@ -125,8 +125,6 @@ class Runtime {
   // (InstalledPlan::unmap_run, map_run_again). False when it could not be, and then for the
   // rest of the iteration.
   bool split_run(std::uint32_t head);
-  // The lender wants a chunk of the run headed at `head`: every run that can be is split.
-  bool split_runs_for_lending(std::uint32_t head);
   std::vector<bool> chunks_held_by_disowned() const;
   // Requests of this iteration no slot of the active plan took, plus its slots no request took.
   std::uint64_t slots_not_taken() const;  // of the followed plan, in this iteration
