@@ -37,6 +37,17 @@ std::string check_plan(const ChunkPlan& plan, std::uint64_t granularity) {
   return {};
 }
 
+// Whether chunks[at..] begin with the run head, head + 1, ..., head + length - 1 (a view holds
+// the pool run whole there and may map it in one call).
+bool holds_run(const std::vector<std::uint32_t>& chunks, std::size_t at, std::uint32_t head,
+               std::uint32_t length) {
+  if (at + length > chunks.size()) return false;
+  for (std::uint32_t k = 0; k < length; ++k) {
+    if (chunks[at + k] != head + k) return false;
+  }
+  return true;
+}
+
 // The pieces of bytes [offset, offset + size) of a range backed by `chunks`.
 void append_pieces(std::span<const std::uint32_t> chunks, std::uint64_t offset,
                    std::uint64_t size, std::uint64_t g, std::vector<ChunkPiece>* out) {
@@ -361,10 +372,7 @@ InstalledPlan::~InstalledPlan() {
 
 void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
   const auto labels = static_cast<std::uint32_t>(plan_.num_chunks);
-  std::vector<bool> alone(labels, false);
-  for (const PlannedSlot& s : plan_.slots) {
-    for (std::uint32_t c : s.budget_chunks) alone[c] = true;
-  }
+  const std::vector<bool> alone = budget_chunks();
   const std::vector<const std::vector<std::uint32_t>*> views = views_and_slots();
   // A run that could not be split is not offered again; the rest are chunks alone by then.
   PoolClaims offered = claims;
@@ -393,6 +401,14 @@ void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
   plan_.num_chunks = top;
 }
 
+std::vector<bool> InstalledPlan::budget_chunks() const {
+  std::vector<bool> marked(plan_.num_chunks, false);
+  for (const PlannedSlot& s : plan_.slots) {
+    for (std::uint32_t c : s.budget_chunks) marked[c] = true;
+  }
+  return marked;
+}
+
 std::vector<const std::vector<std::uint32_t>*> InstalledPlan::views_and_slots() const {
   std::vector<const std::vector<std::uint32_t>*> out;
   out.reserve(views_.size() + plan_.slots.size());
@@ -405,11 +421,8 @@ std::vector<std::uint32_t> InstalledPlan::new_pool_runs(const PoolClaims& claims
   const auto first = static_cast<std::uint32_t>(pool_.size());
   if (plan_.num_chunks <= first) return {};
   if (!claims.runs) return std::vector<std::uint32_t>(plan_.num_chunks - first, 1);
-  std::vector<bool> alone(plan_.num_chunks, false);
-  for (const PlannedSlot& s : plan_.slots) {
-    for (std::uint32_t c : s.budget_chunks) alone[c] = true;
-  }
-  return pool_runs(views_and_slots(), alone, first, static_cast<std::uint32_t>(plan_.num_chunks));
+  return pool_runs(views_and_slots(), budget_chunks(), first,
+                   static_cast<std::uint32_t>(plan_.num_chunks));
 }
 
 std::string InstalledPlan::count_mappings(const std::vector<std::uint32_t>& runs,
@@ -434,9 +447,7 @@ std::string InstalledPlan::count_mappings(const std::vector<std::uint32_t>& runs
       const std::uint32_t c = v.chunks[j];
       const std::uint32_t head = head_of(c);
       const std::uint32_t length = length_of(head);
-      bool whole = head == c && j + length <= v.chunks.size();
-      for (std::uint32_t k = 1; whole && k < length; ++k) whole = v.chunks[j + k] == c + k;
-      if (!whole) {
+      if (!holds_run(v.chunks, j, head, length)) {
         return "the plan maps pool chunk " + std::to_string(c) + " apart from the run of " +
                std::to_string(length) + " chunks from " + std::to_string(head) +
                " that shares its physical handle";
@@ -475,8 +486,7 @@ bool InstalledPlan::map_view(std::uint32_t view, bool set_access) {
     const std::uint32_t head = v.chunks[v.mapped];
     const std::uint32_t length = pool_.run_length(pool_.run_head(head));
     // Never part of a run: it would map other bytes than the plan names.
-    bool whole = pool_.run_head(head) == head && v.mapped + length <= v.chunks.size();
-    for (std::uint32_t k = 1; whole && k < length; ++k) whole = v.chunks[v.mapped + k] == head + k;
+    const bool whole = pool_.run_head(head) == head && holds_run(v.chunks, v.mapped, head, length);
     if (!whole || driver_.map(base + v.mapped * granularity_, length * granularity_, 0,
                     pool_.handle(head)) != vmm::Status::Success) {
       break;

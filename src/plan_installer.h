@@ -196,6 +196,8 @@ class InstalledPlan {
   // splitting the runs it chose to; after kSplitAttempts tries with splits that failed, none.
   static constexpr int kSplitAttempts = 3;
   void relabel_onto_pool_runs(const PoolClaims& claims);
+  // By pool chunk: in a Dynamic slot's budget (such chunks stay alone, pool_runs.h).
+  std::vector<bool> budget_chunks() const;
   // What pool runs must be whole in: the views' chunks, and the slots' (pool_runs.h).
   std::vector<const std::vector<std::uint32_t>*> views_and_slots() const;
   // The runs the pool's new chunks come in for this plan's views (pool_runs.h), if the claims
