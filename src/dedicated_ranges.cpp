@@ -15,6 +15,9 @@ constexpr std::uint64_t kLargerShare = 8;
 constexpr std::uint64_t kSharedAtMost = 2;
 // The most cached ranges a stitch maps together: each is a cuMemMap (and a cuMemUnmap later).
 constexpr std::size_t kStitchParts = 8;
+// Freed stitches kept mapped for the next request of their size (each holds up to
+// kStitchParts mappings); the oldest beyond this are unmapped.
+constexpr std::size_t kCachedStitches = 64;
 }  // namespace
 
 DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
@@ -28,7 +31,7 @@ DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, St
 
 DedicatedRanges::~DedicatedRanges() {
   // Stitched mappings first: their parts' chunks are released below.
-  unmap_stitches(true);
+  while (!stitches_cached_.empty()) unmap_stitch(stitches_cached_.begin());
   for (auto& [address, st] : stitched_) {
     std::uint64_t offset = 0;
     for (Range& part : st.parts) {
@@ -58,10 +61,9 @@ bool DedicatedRanges::gpu_done(Range& r) {
 }
 
 std::uint64_t DedicatedRanges::release_for(std::uint64_t bytes) {
-  unmap_stitches(false);
   std::uint64_t released = 0;
   for (auto it = cached_.begin(); it != cached_.end() && released < bytes;) {
-    if (stitched_chunks_.count(it->chunk.handle) != 0 || !gpu_done(*it)) {
+    if (!gpu_done(*it) || !unstitch(it->chunk.handle)) {
       ++it;
       continue;
     }
@@ -86,12 +88,19 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
     }
     break;
   }
+  if (const vmm::DevicePtr address = take_cached_stitch(bytes, size, stream)) return address;
   // Below the most ever held, a new chunk costs no memory that counts: cached ranges stay for
   // their next tensor (releasing one and making another is two calls that may be undone at the
   // next request). Above it, what is cached or idle elsewhere goes first.
   const std::uint64_t room = memory_.high_water_bytes() - std::min(memory_.high_water_bytes(),
                                                                    memory_.reserved_bytes());
   if (bytes > room) {
+    // Cached ranges that add up to it exactly are mapped together rather than released: their
+    // own sizes come back (the forward pass's after the backward's), and the stitch is kept
+    // for the next request of its size.
+    if (const vmm::DevicePtr address = stitch(bytes, size, stream, StitchFrom::DoneExactly)) {
+      return address;
+    }
     const std::uint64_t over = bytes - room;
     if (const std::uint64_t released = release_for(over); released < over) {
       if (const vmm::DevicePtr address = serve_behind_gpu(bytes, size, stream)) {
@@ -163,7 +172,7 @@ vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint6
   if (fit_range != shared_.end()) {
     return take_piece(fit_range, fit_offset, bytes, size, stream);
   }
-  if (larger == cached_.end()) return stitch(bytes, size, stream);
+  if (larger == cached_.end()) return stitch(bytes, size, stream, StitchFrom::Any);
   if (larger->bytes > kSharedAtMost * bytes) return 0;
   shared_.push_back(Shared{uncache(larger), {}});
   const vmm::DevicePtr address = take_piece(std::prev(shared_.end()), 0, bytes, size, stream);
@@ -175,12 +184,12 @@ vmm::DevicePtr DedicatedRanges::serve_behind_gpu(std::uint64_t bytes, std::uint6
 }
 
 vmm::DevicePtr DedicatedRanges::stitch(std::uint64_t bytes, std::uint64_t size,
-                                       std::uint32_t stream) {
+                                       std::uint32_t stream, StitchFrom from) {
   // The largest cached ranges smaller than the request until they cover it, the last one the
   // smallest that still does: as few calls as may be, and little of them left over.
   std::vector<std::list<Range>::iterator> order;
   for (auto it = cached_.begin(); it != cached_.end(); ++it) {
-    if (it->bytes < bytes) order.push_back(it);
+    if (it->bytes < bytes && (from == StitchFrom::Any || gpu_done(*it))) order.push_back(it);
   }
   std::sort(order.begin(), order.end(),
             [](auto a, auto b) { return a->bytes > b->bytes; });
@@ -196,7 +205,9 @@ vmm::DevicePtr DedicatedRanges::stitch(std::uint64_t bytes, std::uint64_t size,
     sum += order[next]->bytes;
     ++next;
   }
-  if (sum < bytes || parts.size() < 2) return 0;
+  if (sum < bytes || parts.size() < 2 || (from == StitchFrom::DoneExactly && sum != bytes)) {
+    return 0;
+  }
   StreamMask users = 0;
   for (auto it : parts) users |= it->users;
   vmm::DevicePtr address = 0;
@@ -258,31 +269,76 @@ bool DedicatedRanges::free_stitched(vmm::DevicePtr ptr, StreamMask used_by) {
     part.freed = sync_.now();
     cache(std::move(part));
   }
-  unstitching_.push_back(std::move(u));
-  unmap_stitches(false);
+  stitches_cached_.push_back(std::move(u));
+  // The oldest cached stitches beyond the cap go, once the GPU is done with them.
+  for (auto old = stitches_cached_.begin();
+       stitches_cached_.size() > kCachedStitches && old != stitches_cached_.end();) {
+    old = stitch_done(*old) ? unmap_stitch(old) : std::next(old);
+  }
   return true;
 }
 
-void DedicatedRanges::unmap_stitches(bool all) {
-  for (auto it = unstitching_.begin(); it != unstitching_.end();) {
-    Unstitch& u = *it;
-    const bool done =
-        all || (u.marker == FreeMarkers::kNone ? u.users == 0 : markers_.done(u.marker));
-    if (!done) {
-      ++it;
-      continue;
-    }
-    std::uint64_t offset = 0;
-    for (std::size_t k = 0; k < u.part_bytes.size(); ++k) {
-      driver_.unmap(u.address + offset, u.part_bytes[k]);
-      offset += u.part_bytes[k];
-      auto count = stitched_chunks_.find(u.part_chunks[k]);
-      if (--count->second == 0) stitched_chunks_.erase(count);
-    }
-    driver_.free_reservation(u.address, u.bytes);
-    markers_.release(u.marker);
-    it = unstitching_.erase(it);
+bool DedicatedRanges::stitch_done(Unstitch& u) {
+  return u.marker == FreeMarkers::kNone ? u.users == 0 : markers_.done(u.marker);
+}
+
+std::list<DedicatedRanges::Unstitch>::iterator DedicatedRanges::unmap_stitch(
+    std::list<Unstitch>::iterator it) {
+  Unstitch& u = *it;
+  std::uint64_t offset = 0;
+  for (std::size_t k = 0; k < u.part_bytes.size(); ++k) {
+    driver_.unmap(u.address + offset, u.part_bytes[k]);
+    offset += u.part_bytes[k];
+    auto count = stitched_chunks_.find(u.part_chunks[k]);
+    if (--count->second == 0) stitched_chunks_.erase(count);
   }
+  driver_.free_reservation(u.address, u.bytes);
+  markers_.release(u.marker);
+  return stitches_cached_.erase(it);
+}
+
+bool DedicatedRanges::unstitch(vmm::ChunkHandle chunk) {
+  if (stitched_chunks_.count(chunk) == 0) return true;
+  for (auto it = stitches_cached_.begin(); it != stitches_cached_.end();) {
+    const bool holds = std::find(it->part_chunks.begin(), it->part_chunks.end(), chunk) !=
+                       it->part_chunks.end();
+    it = holds && stitch_done(*it) ? unmap_stitch(it) : std::next(it);
+  }
+  return stitched_chunks_.count(chunk) == 0;
+}
+
+vmm::DevicePtr DedicatedRanges::take_cached_stitch(std::uint64_t bytes, std::uint64_t size,
+                                                   std::uint32_t stream) {
+  for (auto it = stitches_cached_.rbegin(); it != stitches_cached_.rend(); ++it) {
+    const Unstitch& u = *it;
+    if (u.bytes != bytes) continue;
+    // Usable only while every part is cached (not live on its own, in another stitch, shared).
+    std::vector<std::list<Range>::iterator> parts;
+    StreamMask users = u.users;
+    for (std::size_t k = 0; k < u.part_chunks.size(); ++k) {
+      auto part = std::find_if(cached_.begin(), cached_.end(), [&](const Range& r) {
+        return r.chunk.handle == u.part_chunks[k] && r.bytes == u.part_bytes[k];
+      });
+      if (part == cached_.end()) break;
+      users |= part->users;
+      parts.push_back(part);
+    }
+    if (parts.size() != u.part_chunks.size()) continue;
+    if (!sync_.order_after(users, stream, StreamSync::kUnstamped)) return 0;
+    const vmm::DevicePtr address = u.address;
+    Stitch st;
+    st.address = address;
+    st.bytes = u.bytes;
+    st.size = size;
+    st.users = StreamSync::bit(stream);
+    for (auto part : parts) st.parts.push_back(uncache(part));
+    markers_.release(u.marker);
+    stitches_cached_.erase(std::next(it).base());
+    stitched_.emplace(address, std::move(st));
+    live_bytes_ += size;
+    return address;
+  }
+  return 0;
 }
 
 vmm::DevicePtr DedicatedRanges::take_piece(std::list<Shared>::iterator shared,

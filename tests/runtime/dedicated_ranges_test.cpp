@@ -221,8 +221,8 @@ struct StitchFixture : RangesFixture {
 
 // A miss larger than every cached range, with nothing the GPU is done with: the cached ranges
 // are mapped again side by side for it (their chunks, no new one), one access call, and their
-// own mappings stay. Freed, they are cached again at once; the stitched mappings go, and only
-// then may the parts be released, once the GPU is done.
+// own mappings stay. Freed, they are cached again at once and the stitch stays mapped; a part
+// is released only with the stitch's mappings, once the GPU is done.
 TEST(DedicatedRanges, WhileTheGpuIsBehindAMissLargerThanAnyCachedRangeIsStitchedFromThem) {
   StitchFixture f;
   std::string why;
@@ -328,6 +328,112 @@ TEST(DedicatedRanges, TeardownWithStitchesLeavesNothing) {
   EXPECT_EQ(c.live_mappings, 0u);
   EXPECT_EQ(c.live_reservations, 0u);
   EXPECT_EQ(c.live_chunks, 0u);
+}
+
+// Training's sizes come in phases (the forward pass's activations, then the backward's
+// gradients). At the most ever held, a miss that cached ranges the GPU is done with add up to
+// exactly is stitched from them rather than paid for by releasing them: the parts' own sizes
+// come back with no call, and so does the stitch's, kept mapped while its parts are cached.
+TEST(DedicatedRanges, AtTheMostEverHeldCachedRangesThatAddUpToAMissAreStitchedAndKept) {
+  RangesFixture f;
+  std::string why;
+  const vmm::DevicePtr five = f.ranges.allocate(5 * kG, 0, &why);
+  const vmm::DevicePtr three = f.ranges.allocate(3 * kG, 0, &why);
+  ASSERT_NE(five, 0u) << why;
+  ASSERT_NE(three, 0u) << why;
+  ASSERT_TRUE(f.ranges.free(five, StreamSync::bit(0)));
+  ASSERT_TRUE(f.ranges.free(three, StreamSync::bit(0)));
+  const auto before = f.driver.counters();
+  const vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  auto c = f.driver.counters();
+  EXPECT_EQ(c.creates, before.creates);
+  EXPECT_EQ(c.releases, before.releases);
+  EXPECT_EQ(c.unmaps, before.unmaps);
+  EXPECT_EQ(c.maps, before.maps + 2);
+  EXPECT_EQ(c.set_accesses, before.set_accesses + 1);
+  EXPECT_EQ(f.memory.reserved_bytes(), 8 * kG);
+  EXPECT_EQ(f.ranges.served_behind_gpu(), 0u);
+  std::memset(reinterpret_cast<void*>(p), 0x3c, 8 * kG);
+  EXPECT_TRUE(holds(five, 5 * kG, 0x3c));
+  EXPECT_TRUE(holds(three, 3 * kG, 0x3c));
+  ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.driver.counters().live_mappings, 4u);  // the stitch stays mapped
+  const auto kept = f.driver.counters();
+  auto calls = [](const vmm::DriverCounters& k) {
+    return k.creates + k.releases + k.reserves + k.maps + k.unmaps + k.set_accesses;
+  };
+  // A part's size, then the stitch's again: no call either time.
+  const vmm::DevicePtr q = f.ranges.allocate(5 * kG, 0, &why);
+  EXPECT_EQ(q, five);
+  ASSERT_TRUE(f.ranges.free(q, StreamSync::bit(0)));
+  const vmm::DevicePtr r = f.ranges.allocate(8 * kG - 100, 0, &why);
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(calls(f.driver.counters()), calls(kept));
+  EXPECT_EQ(f.ranges.live_bytes(), 8 * kG - 100);
+  EXPECT_EQ(f.memory.peak_reserved_bytes(), 8 * kG);
+  std::memset(reinterpret_cast<void*>(r), 0x5e, 8 * kG - 100);
+  EXPECT_TRUE(holds(five, 5 * kG, 0x5e));
+  ASSERT_TRUE(f.ranges.free(r, StreamSync::bit(0)));
+  // Released, the parts take the stitch's mappings with them.
+  EXPECT_EQ(f.ranges.release_cached(), 2u);
+  c = f.driver.counters();
+  EXPECT_EQ(c.live_mappings, 0u);
+  EXPECT_EQ(c.live_reservations, 0u);
+  EXPECT_EQ(c.live_chunks, 0u);
+}
+
+// A cached stitch one of whose parts is live is not handed out; when that part's neighbour is
+// released for a miss, the stitch's mappings go first (a chunk is never released while a
+// stitch maps it).
+TEST(DedicatedRanges, ACachedStitchWithALivePartIsNotTakenAndGoesBeforeItsPartsAreReleased) {
+  RangesFixture f;
+  std::string why;
+  const vmm::DevicePtr five = f.ranges.allocate(5 * kG, 0, &why);
+  const vmm::DevicePtr three = f.ranges.allocate(3 * kG, 0, &why);
+  ASSERT_TRUE(f.ranges.free(five, StreamSync::bit(0)));
+  ASSERT_TRUE(f.ranges.free(three, StreamSync::bit(0)));
+  const vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(p, 0u) << why;
+  ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  ASSERT_EQ(f.ranges.allocate(3 * kG, 0, &why), three);
+  // 8 again: the stitch's part of 3 is live, and the cached 5 alone is not enough: the 5 is
+  // released (the stitch unmapped before it) and a range of 8 made.
+  const auto before = f.driver.counters();
+  const vmm::DevicePtr q = f.ranges.allocate(8 * kG, 0, &why);
+  ASSERT_NE(q, 0u) << why;
+  const auto c = f.driver.counters();
+  EXPECT_EQ(c.creates, before.creates + 1);
+  EXPECT_EQ(c.releases, before.releases + 1);
+  EXPECT_EQ(c.unmaps, before.unmaps + 3);  // the stitch's two mappings, then the 5's own
+  EXPECT_EQ(c.live_mappings, 2u);
+  EXPECT_EQ(f.memory.reserved_bytes(), 11 * kG);
+  std::memset(reinterpret_cast<void*>(q), 1, 8 * kG);
+  std::memset(reinterpret_cast<void*>(three), 2, 3 * kG);
+  EXPECT_TRUE(holds(q, 8 * kG, 1));
+  EXPECT_TRUE(holds(three, 3 * kG, 2));
+}
+
+// Freed stitches kept mapped are bounded: past 64, the oldest are unmapped (their parts stay
+// cached under their own addresses).
+TEST(DedicatedRanges, AtMostSixtyFourFreedStitchesStayMapped) {
+  RangesFixture f;
+  std::string why;
+  constexpr std::uint64_t kSingles = 140;
+  std::vector<vmm::DevicePtr> singles;
+  for (std::uint64_t i = 0; i < kSingles; ++i) singles.push_back(f.ranges.allocate(kG, 0, &why));
+  for (vmm::DevicePtr p : singles) ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  std::vector<vmm::DevicePtr> stitches;
+  for (std::uint64_t i = 0; i < kSingles / 2; ++i) {
+    stitches.push_back(f.ranges.allocate(2 * kG, 0, &why));
+    ASSERT_NE(stitches.back(), 0u) << why;
+  }
+  EXPECT_EQ(f.driver.counters().creates, kSingles);
+  EXPECT_EQ(f.driver.counters().live_mappings, kSingles * 2);
+  for (vmm::DevicePtr p : stitches) ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
+  EXPECT_EQ(f.driver.counters().live_mappings, kSingles + 64 * 2);
+  EXPECT_EQ(f.ranges.cached_ranges(), kSingles);
+  EXPECT_EQ(f.memory.reserved_bytes(), kSingles * kG);
 }
 
 TEST(DedicatedRanges, ASharedRangeOnAnotherStreamIsOrderedAfterTheFirst) {
