@@ -42,6 +42,13 @@ bool holds(vmm::DevicePtr p, std::uint64_t size, unsigned char value) {
   return true;
 }
 
+// Every mapping, reservation and chunk given back.
+void expect_nothing_left(const vmm::DriverCounters& c) {
+  EXPECT_EQ(c.live_mappings, 0u);
+  EXPECT_EQ(c.live_reservations, 0u);
+  EXPECT_EQ(c.live_chunks, 0u);
+}
+
 TEST(DedicatedRanges, ATensorIsOneChunkOneMappingOneAccessCall) {
   RangesFixture f;
   std::string why;
@@ -204,14 +211,15 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindTensorsShareACachedRangeInStreamOrder) 
 }
 
 // Busy cached ranges of 5 and 3 granules, both freed while the GPU runs on them.
+// Cached ranges of 5 and 3 granules, the GPU still running on them (gpu_behind) or done.
 struct StitchFixture : RangesFixture {
-  StitchFixture() {
+  explicit StitchFixture(bool gpu_behind = true) {
     std::string why;
     five = ranges.allocate(5 * kG, 0, &why);
     three = ranges.allocate(3 * kG, 0, &why);
     EXPECT_NE(five, 0u) << why;
     EXPECT_NE(three, 0u) << why;
-    driver.hold_events(true);
+    driver.hold_events(gpu_behind);
     EXPECT_TRUE(ranges.free(five, StreamSync::bit(0)));
     EXPECT_TRUE(ranges.free(three, StreamSync::bit(0)));
   }
@@ -256,9 +264,7 @@ TEST(DedicatedRanges, WhileTheGpuIsBehindAMissLargerThanAnyCachedRangeIsStitched
   f.driver.hold_events(false);
   EXPECT_EQ(f.ranges.release_cached(), 2u);
   const auto end = f.driver.counters();
-  EXPECT_EQ(end.live_mappings, 0u);
-  EXPECT_EQ(end.live_reservations, 0u);
-  EXPECT_EQ(end.live_chunks, 0u);
+  expect_nothing_left(end);
   EXPECT_EQ(f.memory.reserved_bytes(), 0u);
 }
 
@@ -325,9 +331,7 @@ TEST(DedicatedRanges, TeardownWithStitchesLeavesNothing) {
     EXPECT_EQ(memory.reserved_bytes(), 14 * kG);
   }
   const auto c = driver.counters();
-  EXPECT_EQ(c.live_mappings, 0u);
-  EXPECT_EQ(c.live_reservations, 0u);
-  EXPECT_EQ(c.live_chunks, 0u);
+  expect_nothing_left(c);
 }
 
 // Training's sizes come in phases (the forward pass's activations, then the backward's
@@ -335,14 +339,10 @@ TEST(DedicatedRanges, TeardownWithStitchesLeavesNothing) {
 // exactly is stitched from them rather than paid for by releasing them: the parts' own sizes
 // come back with no call, and so does the stitch's, kept mapped while its parts are cached.
 TEST(DedicatedRanges, AtTheMostEverHeldCachedRangesThatAddUpToAMissAreStitchedAndKept) {
-  RangesFixture f;
+  StitchFixture f(/*gpu_behind=*/false);
   std::string why;
-  const vmm::DevicePtr five = f.ranges.allocate(5 * kG, 0, &why);
-  const vmm::DevicePtr three = f.ranges.allocate(3 * kG, 0, &why);
-  ASSERT_NE(five, 0u) << why;
-  ASSERT_NE(three, 0u) << why;
-  ASSERT_TRUE(f.ranges.free(five, StreamSync::bit(0)));
-  ASSERT_TRUE(f.ranges.free(three, StreamSync::bit(0)));
+  const vmm::DevicePtr five = f.five;
+  const vmm::DevicePtr three = f.three;
   const auto before = f.driver.counters();
   const vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
   ASSERT_NE(p, 0u) << why;
@@ -377,22 +377,16 @@ TEST(DedicatedRanges, AtTheMostEverHeldCachedRangesThatAddUpToAMissAreStitchedAn
   ASSERT_TRUE(f.ranges.free(r, StreamSync::bit(0)));
   // Released, the parts take the stitch's mappings with them.
   EXPECT_EQ(f.ranges.release_cached(), 2u);
-  c = f.driver.counters();
-  EXPECT_EQ(c.live_mappings, 0u);
-  EXPECT_EQ(c.live_reservations, 0u);
-  EXPECT_EQ(c.live_chunks, 0u);
+  expect_nothing_left(f.driver.counters());
 }
 
 // A cached stitch one of whose parts is live is not handed out; when that part's neighbour is
 // released for a miss, the stitch's mappings go first (a chunk is never released while a
 // stitch maps it).
 TEST(DedicatedRanges, ACachedStitchWithALivePartIsNotTakenAndGoesBeforeItsPartsAreReleased) {
-  RangesFixture f;
+  StitchFixture f(/*gpu_behind=*/false);
   std::string why;
-  const vmm::DevicePtr five = f.ranges.allocate(5 * kG, 0, &why);
-  const vmm::DevicePtr three = f.ranges.allocate(3 * kG, 0, &why);
-  ASSERT_TRUE(f.ranges.free(five, StreamSync::bit(0)));
-  ASSERT_TRUE(f.ranges.free(three, StreamSync::bit(0)));
+  const vmm::DevicePtr three = f.three;
   const vmm::DevicePtr p = f.ranges.allocate(8 * kG, 0, &why);
   ASSERT_NE(p, 0u) << why;
   ASSERT_TRUE(f.ranges.free(p, StreamSync::bit(0)));
