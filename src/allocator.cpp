@@ -788,6 +788,20 @@ std::uint64_t Runtime::release_idle_unplanned() {
   return released;
 }
 
+std::uint64_t Runtime::give_idle_pages(std::uint64_t bytes) {
+  std::uint64_t given = 0;
+  for (bool more = true; more && given < bytes;) {
+    more = false;
+    for (const auto& arena : packed_) {
+      if (!arena || given >= bytes) continue;
+      const std::uint64_t freed = arena->give_idle_chunk();
+      given += freed;
+      more = more || freed > 0;
+    }
+  }
+  return given;
+}
+
 std::uint64_t Runtime::emptied_unplanned_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& arena : packed_) {
@@ -967,9 +981,8 @@ bool Runtime::split_run(std::uint32_t head) {
 void Runtime::install_finished(std::uint32_t made_before) {
   std::vector<PlanCache::Finished> finished = cache_.take_finished(made_before);
   if (finished.empty()) return;
-  // What the arenas keep mapped for reuse goes back first, so that the pool takes those chunks
-  // from the cache instead of creating its own beside them.
-  release_idle_unplanned();
+  // The dedicated ranges' cache goes back first: no plan serves from it.
+  dedicated_.release_cached();
   bool installed = false;
   for (PlanCache::Finished& f : finished) {
     // Planned from a piece of an iteration the program has since disowned.
@@ -1038,6 +1051,17 @@ void Runtime::install_finished(std::uint32_t made_before) {
 
 void Runtime::wait_before_pool_growth(std::uint64_t chunks) {
   const std::uint64_t growth = chunks > pool_.size() ? (chunks - pool_.size()) * granularity_ : 0;
+  // The arenas' idle pages as far as the pool grows beyond the chunks PhysicalMemory has cached,
+  // so that it takes theirs rather than create its own beside them. The other idle pages stay:
+  // they serve what a plan with Dynamic slots leaves to the arenas (tensors longer than their
+  // views), where all given back, the next iteration made them again (llama7b-varlen: 2,626
+  // creates in its first iteration after the install, docs/benchmarks.md). After a plan
+  // without Dynamic slots they go at the boundary (end_iteration). Pages the GPU still runs on
+  // cannot be given yet: then all of them are retired, as before, and the growth may wait.
+  if (const std::uint64_t cached = memory_.cached_bytes();
+      growth > cached && give_idle_pages(growth - cached) < growth - cached) {
+    release_idle_unplanned();
+  }
   if (growth == 0 || memory_.reserved_bytes() + growth <= memory_.high_water_bytes()) return;
   if (!unmaps_pending() && dedicated_.cached_bytes() == 0) return;
   ++stats_.install_waits;

@@ -181,6 +181,9 @@ class Runtime {
                                  std::span<const std::uint32_t> budget, PackedArena** arena);
   // Pages the packed arenas retired.
   std::uint64_t release_idle_unplanned();
+  // Idle arena pages the GPU is done with, the oldest first, until `bytes` are given back or
+  // none is left (PackedArena::give_idle_chunk); returns the bytes given.
+  std::uint64_t give_idle_pages(std::uint64_t bytes);
   // What the arenas' emptied pages hold (PackedArena::emptied_bytes), together.
   std::uint64_t emptied_unplanned_bytes() const;
 

@@ -85,6 +85,7 @@ ReplayResult replay_trace(Runtime& runtime, const Trace& trace, const ReplayOpti
     result.iterations.push_back({iteration, now.matches - before.matches,
                                  now.misses - before.misses, now.conflicts - before.conflicts,
                                  now.vmm_calls() - before.vmm_calls(),
+                                 now.driver.creates - before.driver.creates,
                                  now.event_calls() - before.event_calls(),
                                  now.plan_installs - before.plan_installs, first_malloc});
     before = now;

@@ -32,6 +32,7 @@ struct IterationReport {
   std::uint64_t misses = 0;
   std::uint64_t conflicts = 0;
   std::uint64_t vmm_calls = 0;      // map/unmap/set-access/create/release/reserve/free
+  std::uint64_t creates = 0;        // of those, chunks created (cuMemCreate)
   std::uint64_t event_calls = 0;    // event record/query, stream waits
   std::uint64_t plans_installed = 0;
   std::size_t first_malloc = 0;     // where its mallocs start in ReplayResult::malloc_ns

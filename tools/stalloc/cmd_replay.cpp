@@ -144,6 +144,7 @@ void print_json(const Summary& s) {
         .field("misses", it.misses)
         .field("conflicts", it.conflicts)
         .field("vmm_ops", it.vmm_calls)
+        .field("creates", it.creates)
         .field("event_calls", it.event_calls)
         .field("plans_installed", it.plans_installed)
         .end_object();
