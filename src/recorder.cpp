@@ -198,6 +198,12 @@ bool Recorder::sizes_settled() const {
   return it->second.changed * kSettledShare <= it->second.last.size();
 }
 
+bool Recorder::sizes_changed() const {
+  auto it = largest_.find(last_count_);
+  return it != largest_.end() && it->second.changed != OrdinalSizes::kNotCompared &&
+         it->second.changed * kSettledShare > it->second.last.size();
+}
+
 Recorder::OrdinalSizes Recorder::OrdinalSizes::first(const std::vector<std::uint64_t>& sizes) {
   OrdinalSizes o;
   o.largest = sizes;

@@ -51,6 +51,8 @@ class Recorder {
   // compared with none. Over the presets: 0 changed in the fixed ones, 5.6% in
   // llama3-8b-64k-packed, 51% in qwen-moe (a routing), 88-89% in the varlen ones.
   bool sizes_settled() const;
+  // It was compared, and more than 1/kSettledShare of its ordinals changed.
+  bool sizes_changed() const;
   // Ends the current iteration, keeping its requests for the retained trace or dropping them.
   void next_iteration(bool keep);
 

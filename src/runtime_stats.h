@@ -39,6 +39,7 @@ struct RuntimeStats {
   std::uint64_t plan_installs = 0;
   std::uint64_t plan_failures = 0;         // plans that could not be made or installed
   std::uint64_t plans_declined = 0;        // made, not installed: would hold more than online
+  std::uint64_t plans_deferred = 0;        // made, not installed: fixed slots of sizes just changed
   std::uint64_t plans_installed = 0;       // now in the cache
   std::uint64_t plans_pending = 0;         // being planned in the background
   std::uint64_t plans_retiring = 0;        // evicted, mapped until the GPU is done with them

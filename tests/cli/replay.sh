@@ -14,7 +14,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for key in ("lower_bound_bytes", "peak_reserved_bytes", "utilization", "matched", "mismatched",
             "vmm_ops_per_iteration", "vmm_ops_median_per_iteration", "verify_errors",
-            "ns_per_malloc_median", "ns_per_malloc_median_steady", "per_iteration"):
+            "ns_per_malloc_median", "ns_per_malloc_median_steady", "per_iteration",
+            "plans_declined", "plans_deferred"):
     assert key in d, key
 assert d["ns_per_malloc_median"] > 0 and d["ns_per_malloc_median_steady"] > 0, d
 assert d["verify_errors"] == 0 and d["failed_allocations"] == 0, d

@@ -164,30 +164,35 @@ TEST(Recorder, AWarmUpDecidesOnlyWhenMostSizesChanged) {
 }
 
 // Settled sizes: compared with a warm-up or with the last iteration of the count, at most 1/16
-// of the ordinals changed (a plan's pool then makes runs); before any comparison, unknown.
+// of the ordinals changed (a plan's pool then makes runs); changed sizes: more than that (a plan
+// of fixed slots then waits, Runtime); before any comparison, neither.
 TEST(Recorder, SizesAreSettledOnlyWhenAComparisonFoundFewChanged) {
   Recorder r;
   record_iteration(r, scaled(100, 40));
   r.compare_sizes();
   EXPECT_FALSE(r.sizes_settled());  // the first of its count, nothing compared
+  EXPECT_FALSE(r.sizes_changed());
   r.next_iteration(false);
   record_iteration(r, scaled(100, 40));
   r.compare_sizes();
   EXPECT_TRUE(r.sizes_settled());
   r.compare_sizes();  // again: still this iteration's comparison
   EXPECT_TRUE(r.sizes_settled());
+  EXPECT_FALSE(r.sizes_changed());
   r.next_iteration(false);
   std::vector<std::uint64_t> routed = scaled(100, 40);
   for (std::size_t i = 0; i < 40; i += 4) routed[i] += 1;  // a routing: 10 of 40 changed
   record_iteration(r, routed);
   r.next_iteration(false);
   EXPECT_FALSE(r.sizes_settled());
+  EXPECT_TRUE(r.sizes_changed());
   std::vector<std::uint64_t> few = routed;
   few[1] += 1;
   few[2] += 1;  // 2 of 40
   record_iteration(r, few);
   r.next_iteration(false);
   EXPECT_TRUE(r.sizes_settled());
+  EXPECT_FALSE(r.sizes_changed());
 
   Recorder after_warm_up;
   record_warm_up(after_warm_up, 5, scaled(100, 40));
@@ -201,6 +206,7 @@ TEST(Recorder, SizesAreSettledOnlyWhenAComparisonFoundFewChanged) {
   record_iteration(routed_after_warm_up, routed);
   routed_after_warm_up.next_iteration(false);
   EXPECT_FALSE(routed_after_warm_up.sizes_settled());
+  EXPECT_TRUE(routed_after_warm_up.sizes_changed());
 }
 
 // With varying_sizes:dynamic the varying ordinals are marked dynamic, and the signature leaves

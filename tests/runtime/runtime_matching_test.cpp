@@ -370,6 +370,45 @@ TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
       << "the buffer is left out\n" << logged;
 }
 
+// MoE routing: each layer's expert buffers trade sizes every iteration (neighbours swap: no
+// size is new to its place). The first comparison finds many sizes changed, none yet
+// twice: a plan of fixed slots would be left at once, so it is not installed (plans_deferred);
+// the next comparison makes the routed buffers Dynamic slots, and that plan serves every
+// iteration after with no miss.
+TEST(RuntimeMatching, APlanOfFixedSlotsWhoseSizesJustChangedIsNotInstalled) {
+  constexpr int kLayers = 6;
+  constexpr int kExperts = 8;
+  TraceBuilder b;
+  for (int it = 0; it < 8; ++it) {
+    for (int l = 0; l < kLayers; ++l) {
+      std::vector<std::uint64_t> ids;
+      ids.push_back(b.alloc(kG / 2 + 4096 * static_cast<std::uint64_t>(l)));
+      for (int e = 0; e < kExperts; ++e) {
+        const auto share = static_cast<std::uint64_t>((it % 2 == 0 ? e : e ^ 1) + 1);
+        ids.push_back(b.alloc(share * (kG / 8)));
+      }
+      for (std::uint64_t id : ids) b.free(id);
+    }
+    b.next_iteration();
+  }
+  const std::string log = ::testing::TempDir() + "/deferred_plan.log";
+  std::remove(log.c_str());
+  auto driver = host_driver();
+  Runtime rt(test_config("profile_iterations:1,log:" + log), *driver);
+  const ReplayResult r = replay_verified(rt, b.trace());
+  ASSERT_EQ(r.iterations.size(), 8u);
+  EXPECT_EQ(rt.stats().plans_deferred, 1u);
+  EXPECT_EQ(rt.stats().plan_installs, 1u);
+  // Iteration 2 goes on online rather than leave a plan after its first slots.
+  EXPECT_EQ(r.iterations[2].misses + r.iterations[2].conflicts, 0u);
+  EXPECT_EQ(r.iterations[2].plans_installed, 1u);
+  expect_served_by_one_plan(r, 3, kLayers * (kExperts + 1), false);
+  std::ifstream in(log);
+  const std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("plan of iteration 1 not installed: its sizes changed"), std::string::npos)
+      << logged;
+}
+
 // After the Dynamic plan, one iteration makes an extra request and gets an exact plan of its
 // own, which the next iteration is predicted to follow; the first request that does not fit it
 // switches to the plan whose Dynamic slot there takes any size. The extra request and the

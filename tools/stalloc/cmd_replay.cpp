@@ -128,6 +128,7 @@ void print_json(const Summary& s) {
   w.field("stream_waits_on_marks", s.stats.stream_waits_on_marks);
   w.field("plan_failures", s.stats.plan_failures);
   w.field("plans_declined", s.stats.plans_declined);
+  w.field("plans_deferred", s.stats.plans_deferred);
   w.field("install_waits", s.stats.install_waits);
   w.field("runs_split", s.stats.runs_split);
   w.field("split_waits", s.stats.split_waits);
