@@ -184,7 +184,8 @@ def main():
         s = stalloc.stats()["devices"]["0"]
         peak_reserved, peak_allocated = s["peak_reserved_bytes"], s["peak_allocated_bytes"]
         extra = {k: s[k] for k in ("matches", "misses", "conflicts", "plan_installs", "plan_failures",
-                                   "plans_declined", "install_waits", "dedicated_behind_gpu",
+                                   "plans_declined", "plans_deferred", "install_waits",
+                                   "dedicated_behind_gpu",
                                    "vmm_calls", "live_mappings", "last_plan_error")}
         extra["stalloc_conf"] = args.stalloc_conf
         extra["integration"] = stalloc.integration()
