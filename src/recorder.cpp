@@ -192,16 +192,20 @@ void Recorder::compare_sizes() {
   o.last = std::move(sizes);
 }
 
-bool Recorder::sizes_settled() const {
+const Recorder::OrdinalSizes* Recorder::last_compared() const {
   auto it = largest_.find(last_count_);
-  if (it == largest_.end() || it->second.changed == OrdinalSizes::kNotCompared) return false;
-  return it->second.changed * kSettledShare <= it->second.last.size();
+  if (it == largest_.end() || it->second.changed == OrdinalSizes::kNotCompared) return nullptr;
+  return &it->second;
+}
+
+bool Recorder::sizes_settled() const {
+  const OrdinalSizes* o = last_compared();
+  return o != nullptr && o->changed * kSettledShare <= o->last.size();
 }
 
 bool Recorder::sizes_changed() const {
-  auto it = largest_.find(last_count_);
-  return it != largest_.end() && it->second.changed != OrdinalSizes::kNotCompared &&
-         it->second.changed * kSettledShare > it->second.last.size();
+  const OrdinalSizes* o = last_compared();
+  return o != nullptr && o->changed * kSettledShare > o->last.size();
 }
 
 Recorder::OrdinalSizes Recorder::OrdinalSizes::first(const std::vector<std::uint64_t>& sizes) {

@@ -124,6 +124,8 @@ class Recorder {
                                  const std::vector<std::uint64_t>& sizes);
   // By the allocation count of the iterations they come from.
   std::unordered_map<std::size_t, OrdinalSizes> largest_;
+  // The last iteration's count, if that iteration was compared with another; null otherwise.
+  const OrdinalSizes* last_compared() const;
   std::size_t last_count_ = 0;  // allocations of the last iteration compared
   bool compared_ = false;       // the current iteration, since its last request
   std::vector<std::uint64_t> last_transient_;  // its sizes of the tensors it also freed
