@@ -55,9 +55,8 @@ void DedicatedRanges::destroy(Range& r) {
   memory_.release_dedicated(r.chunk, r.bytes / granularity_);
 }
 
-bool DedicatedRanges::gpu_done(Range& r) {
-  // No marker: nothing to wait for, as no stream used it.
-  return r.marker == FreeMarkers::kNone ? r.users == 0 : markers_.done(r.marker);
+bool DedicatedRanges::gpu_done(std::uint32_t marker, StreamMask users) {
+  return marker == FreeMarkers::kNone ? users == 0 : markers_.done(marker);
 }
 
 std::uint64_t DedicatedRanges::release_for(std::uint64_t bytes) {
@@ -255,7 +254,7 @@ bool DedicatedRanges::free_stitched(vmm::DevicePtr ptr, StreamMask used_by) {
   stitched_.erase(it);
   live_bytes_ -= st.size;
   st.users |= used_by;
-  Unstitch u;
+  FreedStitch u;
   u.address = st.address;
   u.bytes = st.bytes;
   u.users = st.users;
@@ -273,18 +272,14 @@ bool DedicatedRanges::free_stitched(vmm::DevicePtr ptr, StreamMask used_by) {
   // The oldest cached stitches beyond the cap go, once the GPU is done with them.
   for (auto old = stitches_cached_.begin();
        stitches_cached_.size() > kCachedStitches && old != stitches_cached_.end();) {
-    old = stitch_done(*old) ? unmap_stitch(old) : std::next(old);
+    old = gpu_done(*old) ? unmap_stitch(old) : std::next(old);
   }
   return true;
 }
 
-bool DedicatedRanges::stitch_done(Unstitch& u) {
-  return u.marker == FreeMarkers::kNone ? u.users == 0 : markers_.done(u.marker);
-}
-
-std::list<DedicatedRanges::Unstitch>::iterator DedicatedRanges::unmap_stitch(
-    std::list<Unstitch>::iterator it) {
-  Unstitch& u = *it;
+std::list<DedicatedRanges::FreedStitch>::iterator DedicatedRanges::unmap_stitch(
+    std::list<FreedStitch>::iterator it) {
+  FreedStitch& u = *it;
   std::uint64_t offset = 0;
   for (std::size_t k = 0; k < u.part_bytes.size(); ++k) {
     driver_.unmap(u.address + offset, u.part_bytes[k]);
@@ -302,7 +297,7 @@ bool DedicatedRanges::unstitch(vmm::ChunkHandle chunk) {
   for (auto it = stitches_cached_.begin(); it != stitches_cached_.end();) {
     const bool holds = std::find(it->part_chunks.begin(), it->part_chunks.end(), chunk) !=
                        it->part_chunks.end();
-    it = holds && stitch_done(*it) ? unmap_stitch(it) : std::next(it);
+    it = holds && gpu_done(*it) ? unmap_stitch(it) : std::next(it);
   }
   return stitched_chunks_.count(chunk) == 0;
 }
@@ -310,7 +305,7 @@ bool DedicatedRanges::unstitch(vmm::ChunkHandle chunk) {
 vmm::DevicePtr DedicatedRanges::take_cached_stitch(std::uint64_t bytes, std::uint64_t size,
                                                    std::uint32_t stream) {
   for (auto it = stitches_cached_.rbegin(); it != stitches_cached_.rend(); ++it) {
-    const Unstitch& u = *it;
+    const FreedStitch& u = *it;
     if (u.bytes != bytes) continue;
     // Usable only while every part is cached (not live on its own, in another stitch, shared).
     std::vector<std::list<Range>::iterator> parts;

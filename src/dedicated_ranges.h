@@ -116,8 +116,9 @@ class DedicatedRanges {
     StreamMask users = 0;
     std::vector<Range> parts;
   };
-  // A freed stitch's mappings, unmapped once its marker says the GPU is done with them.
-  struct Unstitch {
+  // A freed stitch, kept mapped for the next request of its size while its parts are cached;
+  // unmapped only once its marker says the GPU is done with it.
+  struct FreedStitch {
     vmm::DevicePtr address = 0;
     std::uint64_t bytes = 0;
     std::vector<std::uint64_t> part_bytes;
@@ -158,8 +159,7 @@ class DedicatedRanges {
   bool free_stitched(vmm::DevicePtr ptr, StreamMask used_by);
   // A freed stitch of `bytes` whose parts are all cached, taken whole with no call; 0 if none.
   vmm::DevicePtr take_cached_stitch(std::uint64_t bytes, std::uint64_t size, std::uint32_t stream);
-  bool stitch_done(Unstitch& u);
-  std::list<Unstitch>::iterator unmap_stitch(std::list<Unstitch>::iterator it);
+  std::list<FreedStitch>::iterator unmap_stitch(std::list<FreedStitch>::iterator it);
   // Unmaps the cached stitches that map `chunk` (those the GPU is done with); true when none
   // maps it any more, so that it may be released.
   bool unstitch(vmm::ChunkHandle chunk);
@@ -171,7 +171,11 @@ class DedicatedRanges {
   void cache(Range range);
   // Unmaps and releases a range whose GPU work is done (or that no stream used).
   void destroy(Range& range);
-  bool gpu_done(Range& range);
+  // Whether the GPU is done with what a marker covers (no marker: nothing to wait for unless a
+  // stream used it).
+  bool gpu_done(std::uint32_t marker, StreamMask users);
+  bool gpu_done(const Range& range) { return gpu_done(range.marker, range.users); }
+  bool gpu_done(const FreedStitch& s) { return gpu_done(s.marker, s.users); }
 
   vmm::Driver& driver_;
   PhysicalMemory& memory_;
@@ -184,7 +188,7 @@ class DedicatedRanges {
   std::list<Shared> shared_;
   std::unordered_map<vmm::DevicePtr, Piece> pieces_;  // the shared ranges' tensors
   std::unordered_map<vmm::DevicePtr, Stitch> stitched_;
-  std::list<Unstitch> stitches_cached_;  // oldest first
+  std::list<FreedStitch> stitches_cached_;  // oldest first
   // Chunks still mapped in a stitch, and in how many: never released until then.
   std::unordered_map<vmm::ChunkHandle, std::uint32_t> stitched_chunks_;
   std::uint64_t live_bytes_ = 0;
