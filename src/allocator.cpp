@@ -123,13 +123,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       dedicated_(driver_, memory_, sync_,
                  [this](std::uint64_t bytes) {
                    // The arenas' idle pages go, their chunks released with the cached ones.
-                   for (std::uint64_t freed = 0; freed < bytes;) {
-                     const std::uint64_t before = freed;
-                     for (const auto& arena : packed_) {
-                       if (arena && freed < bytes) freed += arena->give_idle_chunk();
-                     }
-                     if (freed == before) break;
-                   }
+                   give_idle_pages(bytes);
                    memory_.trim();
                  }),
       cache_(config.plan_cache_size) {

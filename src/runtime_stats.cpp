@@ -21,7 +21,8 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   j.field("auto_steps", s.auto_steps).field("plan_installs", s.plan_installs);
   j.field("plan_failures", s.plan_failures).field("plans_installed", s.plans_installed);
   j.field("plans_pending", s.plans_pending).field("plans_retiring", s.plans_retiring);
-  j.field("plans_declined", s.plans_declined).field("plans_deferred", s.plans_deferred).field("plans_unmapped", s.plans_unmapped);
+  j.field("plans_declined", s.plans_declined).field("plans_deferred", s.plans_deferred);
+  j.field("plans_unmapped", s.plans_unmapped);
   j.field("install_waits", s.install_waits).field("dedicated_behind_gpu", s.dedicated_behind_gpu);
   j.field("runs_split", s.runs_split).field("split_waits", s.split_waits);
   j.field("stream_waits", s.stream_waits).field("stream_waits_on_marks", s.stream_waits_on_marks);
