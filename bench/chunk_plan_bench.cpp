@@ -9,7 +9,7 @@
 
 #include "planner/chunk/chunk_plan.h"
 #include "planner/chunk/plan_validator.h"
-#include "planner/generator/generator.h"
+#include "workload/generator.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "planner/generator/generator.h"
+#include "workload/generator.h"
 #include "src/allocator.h"
 #include "vmm/host_driver.h"
 

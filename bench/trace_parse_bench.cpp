@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "vmm/driver_cost.h"
 
 namespace stalloc {

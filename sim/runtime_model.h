@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "sim/allocator_model.h"
 
 namespace stalloc {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "planner/generator/generator_random.h"
+#include "workload/generator_random.h"
 
 namespace stalloc {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "planner/generator/generator.h"
-#include "planner/trace/trace.h"
+#include "workload/generator.h"
+#include "trace/trace.h"
 #include "vmm/driver_cost.h"
 #include "sim/allocator_model.h"
 

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "sim/allocator_model.h"
 
 namespace stalloc {

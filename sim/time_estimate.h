@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "sim/simulator.h"
 #include "vmm/driver_cost.h"
 

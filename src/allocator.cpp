@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "common/units.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 #include "src/chunk_relocation.h"
 #include "src/memory_snapshot.h"
 #include "vmm/driver_factory.h"

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "src/runtime_config.h"
 #include "vmm/driver.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "src/allocator.h"
 
 namespace stalloc {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "planner/dsa/dsa.h"
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 
 namespace stalloc {
 

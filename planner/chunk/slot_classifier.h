@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "planner/chunk/chunk_plan.h"
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 
 namespace stalloc {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 
 namespace stalloc::fuzz {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "common/error.h"
-#include "planner/trace/import_artifact.h"
+#include "trace/import_artifact.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "common/error.h"
-#include "planner/trace/import_rmm.h"
+#include "trace/import_rmm.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

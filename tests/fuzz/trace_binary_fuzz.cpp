@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {

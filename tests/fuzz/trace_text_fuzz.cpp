@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "planner/trace/safe_unpickler.h"
+#include "trace/safe_unpickler.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {

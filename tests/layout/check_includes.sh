@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The folders depend on each other one way only (docs/architecture.md, "Where each piece lives"):
-# every #include "..." in the .h and .cpp files under common, vmm, planner/*, sim, src, torch_ext
+# every #include "..." in the .h and .cpp files under common, vmm, trace, workload, planner/*, sim, src, torch_ext
 # and tools must be root-relative and name a folder that its own folder may depend on. Prints
 # FILE:LINE and the forbidden arrow for each one that does not, and exits 1.
 # Usage: check_includes.sh ROOT        (CTest: layout.check_includes)
@@ -12,13 +12,13 @@ set -euo pipefail
 declare -A allowed=(
   [common]=""
   [vmm]="common"
-  [planner/trace]="common"
+  [trace]="common"
   [planner/dsa]="common"
-  [planner/generator]="planner/trace common"
-  [planner/chunk]="planner/trace planner/dsa common"
-  [src]="planner/chunk planner/trace planner/dsa vmm common"
-  [sim]="src planner/trace planner/dsa planner/generator planner/chunk vmm common"
-  [torch_ext]="src planner/trace planner/dsa planner/generator planner/chunk vmm common"
+  [workload]="trace common"
+  [planner/chunk]="trace planner/dsa common"
+  [src]="planner/chunk trace planner/dsa vmm common"
+  [sim]="src trace planner/dsa workload planner/chunk vmm common"
+  [torch_ext]="src trace planner/dsa workload planner/chunk vmm common"
   [tools]="*"
 )
 
@@ -35,7 +35,7 @@ folder_of() {
 check() {
   local root=$1 bad=0 dir from file line text path to folder
   local include_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]*)"'
-  local dirs=(common vmm sim src torch_ext tools)
+  local dirs=(common vmm trace workload sim src torch_ext tools)
   for dir in "$root"/planner/*/; do
     dirs+=("planner/$(basename "$dir")")
   done
@@ -80,13 +80,13 @@ check "$root" || { echo "layout: forbidden includes above" >&2; exit 1; }
 # The check must be able to fail: plant an include of the simulator in the trace model.
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT
-for dir in common vmm planner sim src torch_ext tools; do
+for dir in common vmm trace workload planner sim src torch_ext tools; do
   cp -r "$root/$dir" "$copy/"
 done
-echo '#include "sim/simulator.h"' >>"$copy/planner/trace/trace.h"
-planted="planner/trace/trace.h:$(wc -l <"$copy/planner/trace/trace.h"): planner/trace -> sim is not allowed"
+echo '#include "sim/simulator.h"' >>"$copy/trace/trace.h"
+planted="trace/trace.h:$(wc -l <"$copy/trace/trace.h"): trace -> sim is not allowed"
 if out=$(check "$copy"); then
-  echo "layout: the check accepted a planted include of sim/ in planner/trace/trace.h" >&2
+  echo "layout: the check accepted a planted include of sim/ in trace/trace.h" >&2
   exit 1
 fi
 if [[ $out != "$planted"* ]]; then
@@ -95,4 +95,4 @@ if [[ $out != "$planted"* ]]; then
   echo "  got:      $out" >&2
   exit 1
 fi
-echo "layout: every include follows the arrows; a planted planner/trace -> sim was refused"
+echo "layout: every include follows the arrows; a planted trace -> sim was refused"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/generator/generator.h"
+#include "workload/generator.h"
 #include "src/trace_replayer.h"
 #include "tests/runtime/runtime_test_support.h"
 #include "vmm/fault_injecting_driver.h"

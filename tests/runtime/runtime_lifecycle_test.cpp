@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
-#include "planner/trace/safe_unpickler.h"
-#include "planner/trace/trace.h"
-#include "planner/trace/trace_io.h"
+#include "trace/safe_unpickler.h"
+#include "trace/trace.h"
+#include "trace/trace_io.h"
 #include "src/trace_replayer.h"
 #include "tests/runtime/runtime_test_support.h"
 #include "vmm/host_driver.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "src/allocator.h"
 #include "src/physical_memory.h"
 #include "src/plan_pool.h"

@@ -6,8 +6,8 @@
 #include <map>
 #include <random>
 
-#include "planner/generator/generator.h"
-#include "planner/trace/trace.h"
+#include "workload/generator.h"
+#include "trace/trace.h"
 #include "sim/allocator_model.h"
 #include "sim/simulator.h"
 

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "planner/generator/generator.h"
+#include "workload/generator.h"
 #include "sim/pressure_test.h"
 
 namespace stalloc {

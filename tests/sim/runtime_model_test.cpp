@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "planner/trace/import_pytorch.h"
-#include "planner/trace/trace_io.h"
+#include "trace/import_pytorch.h"
+#include "trace/trace_io.h"
 #include "sim/simulator.h"
 #include "src/allocator.h"
 #include "src/runtime_config.h"

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 #include "tools/capture/capture_options.h"
 #include "tools/capture/recording_allocator.h"
 #include "tools/capture/training_loop.h"

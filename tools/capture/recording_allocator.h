@@ -16,7 +16,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 
 namespace stalloc::capture {
 

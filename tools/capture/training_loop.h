@@ -3,7 +3,7 @@
 // the recorder before it runs, so each event carries its iteration, phase, micro-batch and layer.
 #pragma once
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 #include "tools/capture/capture_options.h"
 #include "tools/capture/recording_allocator.h"
 

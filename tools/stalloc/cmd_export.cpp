@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "planner/trace/import_csv.h"
-#include "planner/trace/trace_io.h"
+#include "trace/import_csv.h"
+#include "trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

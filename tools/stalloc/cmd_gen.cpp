@@ -1,4 +1,4 @@
-// `stalloc gen`: writes a synthetic training trace (planner/generator/generator.h) from a preset
+// `stalloc gen`: writes a synthetic training trace (workload/generator.h) from a preset
 // or a fully custom configuration; every configuration field is a flag.
 #include <cstdio>
 #include <iostream>
@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "planner/generator/generator.h"
-#include "planner/trace/trace_io.h"
+#include "workload/generator.h"
+#include "trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

@@ -8,11 +8,11 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "planner/trace/import_artifact.h"
-#include "planner/trace/import_csv.h"
-#include "planner/trace/import_pytorch.h"
-#include "planner/trace/import_rmm.h"
-#include "planner/trace/trace_io.h"
+#include "trace/import_artifact.h"
+#include "trace/import_csv.h"
+#include "trace/import_pytorch.h"
+#include "trace/import_rmm.h"
+#include "trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

@@ -1,5 +1,5 @@
 // `stalloc inspect TRACE [--json] [--small BYTES]`: what a trace holds
-// (planner/trace/trace_stats.h).
+// (trace/trace_stats.h).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -8,8 +8,8 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/units.h"
-#include "planner/trace/trace_io.h"
-#include "planner/trace/trace_stats.h"
+#include "trace/trace_io.h"
+#include "trace/trace_stats.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

@@ -13,7 +13,7 @@
 #include "common/json.h"
 #include "common/units.h"
 #include "planner/chunk/chunk_plan.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 #include "src/allocator.h"
 #include "src/trace_replayer.h"
 #include "tools/stalloc/command.h"

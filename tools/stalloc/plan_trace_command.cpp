@@ -17,7 +17,7 @@
 #include "common/units.h"
 #include "planner/chunk/chunk_plan.h"
 #include "planner/chunk/plan_validator.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace_io.h"
 #include "tools/stalloc/command.h"
 
 namespace stalloc::cli {

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "planner/trace/trace.h"
+#include "trace/trace.h"
 
 namespace stalloc::testing {
 

@@ -12,8 +12,8 @@
 
 #include "planner/chunk/chunk_plan.h"
 #include "planner/chunk/plan_validator.h"
-#include "planner/trace/trace.h"
-#include "planner/trace/trace_io.h"
+#include "trace/trace.h"
+#include "trace/trace_io.h"
 
 namespace stalloc {
 namespace {
