@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "workload/generator.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "vmm/host_driver.h"
 
 namespace {

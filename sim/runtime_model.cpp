@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "src/runtime_config.h"
 #include "vmm/host_driver.h"
 

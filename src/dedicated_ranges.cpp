@@ -21,12 +21,12 @@ constexpr std::size_t kCachedStitches = 64;
 }  // namespace
 
 DedicatedRanges::DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
-                                 Reclaim reclaim)
+                                 Reclaimer& reclaimer)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
       markers_(sync),
-      reclaim_(std::move(reclaim)),
+      reclaimer_(reclaimer),
       granularity_(memory.granularity()) {}
 
 DedicatedRanges::~DedicatedRanges() {
@@ -106,7 +106,7 @@ vmm::DevicePtr DedicatedRanges::allocate(std::uint64_t size, std::uint32_t strea
         ++served_behind_gpu_;
         return address;
       }
-      if (reclaim_) reclaim_(over - released);
+      reclaimer_.bytes_for_range(over - released);
     }
   }
   Range r;

@@ -53,7 +53,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <list>
 #include <map>
 #include <string>
@@ -62,27 +61,25 @@
 
 #include "src/free_markers.h"
 #include "src/physical_memory.h"
+#include "src/reclaimer.h"
 #include "src/stream_sync.h"
+#include "src/sub_allocator.h"
 #include "vmm/driver.h"
 
 namespace stalloc {
 
-class DedicatedRanges {
+class DedicatedRanges final : public SubAllocator {
  public:
-  // reclaim(bytes): asked, when a range must be created and the cache could not release as many
-  // bytes, to release up to `bytes` held idle elsewhere (the arenas' idle pages), so that the new
-  // chunk does not add to what the runtime holds. Null: never.
-  using Reclaim = std::function<void(std::uint64_t bytes)>;
+  // reclaimer: asked, when a range must be created and the cache could not release as many
+  // bytes, to release what is held idle elsewhere (Reclaimer::bytes_for_range).
   DedicatedRanges(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
-                  Reclaim reclaim = nullptr);
+                  Reclaimer& reclaimer = no_reclaimer());
   ~DedicatedRanges();
   DedicatedRanges(const DedicatedRanges&) = delete;
   DedicatedRanges& operator=(const DedicatedRanges&) = delete;
 
-  // 0 when it cannot be served (*why says why); nothing is left behind then.
-  vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream, std::string* why);
-  // False when ptr is not a live allocation of this cache.
-  bool free(vmm::DevicePtr ptr, StreamMask used_by);
+  vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream, std::string* why) override;
+  bool free(vmm::DevicePtr ptr, StreamMask used_by) override;
   // Releases every cached range whose GPU work is done; returns how many.
   std::uint64_t release_cached();
   // Releases cached ranges, the oldest first, skipping those the GPU still uses, until `bytes`
@@ -181,7 +178,7 @@ class DedicatedRanges {
   PhysicalMemory& memory_;
   StreamSync& sync_;
   FreeMarkers markers_;
-  Reclaim reclaim_;
+  Reclaimer& reclaimer_;
   std::uint64_t granularity_;
   std::unordered_map<vmm::DevicePtr, Range> live_;
   std::list<Range> cached_;  // oldest first

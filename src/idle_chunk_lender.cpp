@@ -56,7 +56,7 @@ std::optional<LentChunk> IdleChunkLender::take(std::uint32_t index) {
   // if none of it has a tenant.
   if (!pool_.alone(index)) {
     const std::uint32_t head = pool_.run_head(index);
-    if (!pool_.run_idle(head) || !split_ || !split_(head)) return std::nullopt;
+    if (!pool_.run_idle(head) || !reclaimer_.split_run(head)) return std::nullopt;
   }
   const ChunkPiece piece = whole(index);
   StreamMask sync_with = 0;

@@ -27,13 +27,13 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "src/plan_pool.h"
+#include "src/reclaimer.h"
 
 namespace stalloc {
 
@@ -54,11 +54,10 @@ class ChunkBorrower {
 
 class IdleChunkLender {
  public:
-  // split: asked for a chunk of a run of several (pool_runs.h), all of them idle, to make them
-  // chunks alone (Runtime::split_run); false when it could not. Null: such chunks are not lent.
-  using SplitRun = std::function<bool(std::uint32_t head)>;
-  explicit IdleChunkLender(PlanPool& pool, SplitRun split = nullptr)
-      : pool_(pool), split_(std::move(split)) {}
+  // A chunk of a run of several (pool_runs.h), all of them idle, is lent once the reclaimer has
+  // split the run into chunks alone (Reclaimer::split_run).
+  explicit IdleChunkLender(PlanPool& pool, Reclaimer& reclaimer = no_reclaimer())
+      : pool_(pool), reclaimer_(reclaimer) {}
 
   // No plan is followed: any idle chunk.
   void lend_any();
@@ -100,7 +99,7 @@ class IdleChunkLender {
   std::optional<LentChunk> first_allowed(Visit&& visit);
 
   PlanPool& pool_;
-  SplitRun split_;
+  Reclaimer& reclaimer_;
   Policy policy_ = Policy::None;
   std::span<const std::uint32_t> budget_;
   std::span<const std::uint32_t> done_;

@@ -8,13 +8,13 @@ namespace stalloc {
 PackedArena::PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
                          std::uint64_t reservation_bytes, std::uint32_t home,
                          std::uint64_t idle_bytes, IdleChunkLender* lender,
-                         Reclaim reclaim, std::uint64_t page_granules,
+                         Reclaimer& reclaimer, std::uint64_t page_granules,
                          ArenaExtents extents)
     : driver_(driver),
       memory_(memory),
       sync_(sync),
       lender_(page_granules > 1 ? nullptr : lender),
-      reclaim_(std::move(reclaim)),
+      reclaimer_(reclaimer),
       page_granules_(std::max<std::uint64_t>(page_granules, 1)),
       granularity_(memory.granularity() * page_granules_),
       extents_(page_granules_ > 1 ? ArenaExtents{} : extents),
@@ -178,7 +178,7 @@ bool PackedArena::map_pages(std::uint64_t first, std::uint64_t last, StreamMask*
           lent = borrowed->index;
         }
       }
-      if (!chunk && reclaim_ && reclaim_(this)) chunk = memory_.take_cached();
+      if (!chunk && reclaimer_.chunk_for_arena(this)) chunk = memory_.take_cached();
       if (!chunk) {
         // Nothing to reuse: one new chunk for the run of unmapped pages from here.
         std::uint64_t end = i;
@@ -292,12 +292,12 @@ std::optional<Chunk> PackedArena::large_page_chunk(std::uint64_t first, std::uin
        ++k) {
     memory_.trim();
     if (memory_.reserved_bytes() + granularity_ <= memory_.high_water_bytes()) break;
-    if (!reclaim_ || !reclaim_(this)) break;
+    if (!reclaimer_.chunk_for_arena(this)) break;
   }
   memory_.trim();
   std::optional<Chunk> chunk = memory_.acquire_dedicated(page_granules_);
   // At the capacity: the same, until a chunk can be made.
-  for (std::uint64_t k = 0; !chunk && k < page_granules_ && reclaim_ && reclaim_(this); ++k) {
+  for (std::uint64_t k = 0; !chunk && k < page_granules_ && reclaimer_.chunk_for_arena(this); ++k) {
     chunk = memory_.acquire_dedicated(page_granules_);
   }
   return chunk;

@@ -45,7 +45,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -57,7 +56,9 @@
 #include "src/free_markers.h"
 #include "src/idle_chunk_lender.h"
 #include "src/physical_memory.h"
+#include "src/reclaimer.h"
 #include "src/stream_sync.h"
+#include "src/sub_allocator.h"
 #include "vmm/driver.h"
 
 namespace stalloc {
@@ -68,7 +69,7 @@ struct ArenaExtents {
   std::uint64_t held_share = 0;
 };
 
-class PackedArena final : private ChunkBorrower {
+class PackedArena final : public SubAllocator, private ChunkBorrower {
  public:
   static constexpr std::uint64_t kAlignment = 512;
 
@@ -76,9 +77,8 @@ class PackedArena final : private ChunkBorrower {
   // granularity); it bounds what can be live in the arena at once.
   // home: the stream the arena serves. idle_bytes: emptied pages kept mapped for reuse.
   // lender: where idle pool chunks may be borrowed (null: none); it outlives the arena.
-  // reclaim: asked, when the arena is short of a chunk and has none of its own nor lent to take,
-  // to put one in PhysicalMemory's cache (another arena's idle page whose GPU work is done);
-  // true when it did. Null: never.
+  // reclaimer: asked, when the arena is short of a chunk and has none of its own nor lent to
+  // take, to put one in PhysicalMemory's cache (Reclaimer::chunk_for_arena).
   // page_granules: pages of that many granules, each backed by one chunk of its own size made
   // for the arena (one cuMemCreate and one cuMemMap per page, as PyTorch's expandable segments
   // map 20 MiB pages): no lender then, and its chunks never go to PhysicalMemory's cache.
@@ -87,19 +87,16 @@ class PackedArena final : private ChunkBorrower {
   // max_granules and of at most 1/held_share of the memory held (0: no such bound); such a
   // chunk is unmapped whole, once all its pages are empty, and released rather than cached (no
   // other page fits it). The default: a chunk per page. Pages of page_granules > 1 ignore it.
-  using Reclaim = std::function<bool(PackedArena* asking)>;
   PackedArena(vmm::Driver& driver, PhysicalMemory& memory, StreamSync& sync,
               std::uint64_t reservation_bytes, std::uint32_t home, std::uint64_t idle_bytes,
-              IdleChunkLender* lender = nullptr, Reclaim reclaim = nullptr,
+              IdleChunkLender* lender = nullptr, Reclaimer& reclaimer = no_reclaimer(),
               std::uint64_t page_granules = 1, ArenaExtents extents = {});
   ~PackedArena();
   PackedArena(const PackedArena&) = delete;
   PackedArena& operator=(const PackedArena&) = delete;
 
-  // 0 when it cannot be served (*why says why); nothing is left behind then.
-  vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream, std::string* why);
-  // False when ptr is not a live allocation of this arena.
-  bool free(vmm::DevicePtr ptr, StreamMask used_by);
+  vmm::DevicePtr allocate(std::uint64_t size, std::uint32_t stream, std::string* why) override;
+  bool free(vmm::DevicePtr ptr, StreamMask used_by) override;
   bool owns(vmm::DevicePtr ptr) const { return live_.count(ptr) != 0; }
   // Unmaps emptied pages whose events completed and gives their chunks back.
   void poll();
@@ -229,7 +226,7 @@ class PackedArena final : private ChunkBorrower {
   PhysicalMemory& memory_;
   StreamSync& sync_;
   IdleChunkLender* lender_;
-  Reclaim reclaim_;
+  Reclaimer& reclaimer_;
   std::uint64_t page_granules_;
   std::uint64_t granularity_;  // the page size: page_granules_ granules
   ArenaExtents extents_;

@@ -55,6 +55,14 @@ class PlanCache {
   std::size_t retiring() const { return retiring_.size(); }
   InstalledPlan* most_recent() const;
 
+  // Least-recently-used stamps: a plan installed or chosen for an iteration takes the next one.
+  std::uint64_t next_stamp() { return ++stamp_; }
+  // The plans used so far were made from pieces of an iteration (Runtime::step after detected
+  // boundaries): none of them is chosen again.
+  void disown_used() { disowned_stamp_ = stamp_; }
+  bool disowned(const InstalledPlan& plan) const { return plan.last_used <= disowned_stamp_; }
+  bool any_disowned() const { return disowned_stamp_ != 0; }
+
   // try_offset: with options.mode alias, also plan the offset pool and keep it where it needs
   // no more chunks (mode:auto).
   void start_planning(Trace trace, std::uint32_t iteration, PlanOptions options,
@@ -91,6 +99,8 @@ class PlanCache {
   std::vector<std::unique_ptr<InstalledPlan>> retiring_;  // evicted, views still mapped
   std::vector<SignatureKey> failed_;
   std::list<Job> jobs_;
+  std::uint64_t stamp_ = 0;
+  std::uint64_t disowned_stamp_ = 0;
 };
 
 }  // namespace stalloc

@@ -71,7 +71,7 @@ InstalledPlan::InstalledPlan(ChunkPlan plan, vmm::Driver& driver, PlanPool& pool
 
 std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Driver& driver,
                                                       PlanPool& pool, StreamSync& sync,
-                                                      const MappingRoom& room,
+                                                      Reclaimer& reclaimer,
                                                       std::string* why,
                                                       const PoolClaims& claims) {
   // The pool's granularity: the runtime's, which STALLOC_CONF may set to a multiple of the
@@ -92,7 +92,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
   p->slots_.resize(cp.slots.size());
   p->varies_.assign(cp.slots.size(), false);
   const std::uint64_t pages = p->lay_out_views();
-  if (pool.has_runs()) p->relabel_onto_pool_runs(claims);
+  if (pool.has_runs()) p->relabel_onto_pool_runs(claims, reclaimer);
   std::vector<std::uint32_t> footprint_of(cp.slots.size(), UINT32_MAX);
   for (std::size_t i = 0; i < cp.slots.size(); ++i) {
     const PlannedSlot& s = cp.slots[i];
@@ -114,7 +114,7 @@ std::unique_ptr<InstalledPlan> InstalledPlan::install(ChunkPlan plan, vmm::Drive
     return nullptr;
   }
   if (cp.mode != PlanMode::Windowed) {
-    if (const std::uint64_t max_mappings = room(mappings); mappings > max_mappings) {
+    if (const std::uint64_t max_mappings = reclaimer.mapping_room(mappings); mappings > max_mappings) {
       *why = "the " + std::string(plan_mode_name(cp.mode)) + " plan needs " +
              std::to_string(mappings) + " chunk mappings, " + std::to_string(max_mappings) +
              " are left within the live mappings limit";
@@ -370,7 +370,7 @@ InstalledPlan::~InstalledPlan() {
   if (bytes_ > 0) driver_.free_reservation(base_, bytes_);
 }
 
-void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
+void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims, Reclaimer& reclaimer) {
   const auto labels = static_cast<std::uint32_t>(plan_.num_chunks);
   const std::vector<bool> alone = budget_chunks();
   const std::vector<const std::vector<std::uint32_t>*> views = views_and_slots();
@@ -383,7 +383,7 @@ void InstalledPlan::relabel_onto_pool_runs(const PoolClaims& claims) {
     to = relabel_onto_runs(views, alone, labels, pool_, offered, &split);
     bool all = true;
     for (std::uint32_t head : split) {
-      if (offered.split ? offered.split(head) : pool_.split_run(head)) continue;
+      if (reclaimer.split_run(head)) continue;
       offered.splittable[head] = false;
       all = false;
     }

@@ -25,7 +25,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,6 +33,7 @@
 
 #include "planner/chunk/chunk_plan.h"
 #include "src/plan_pool.h"
+#include "src/reclaimer.h"
 #include "src/run_relabelling.h"
 #include "src/stream_sync.h"
 #include "vmm/driver.h"
@@ -53,19 +53,15 @@ struct SlotState {
 
 class InstalledPlan {
  public:
-  // Chunk mappings a plan may hold once it is known to need `needed`: whoever installs it may
-  // make room first (the runtime retires idle plans).
-  using MappingRoom = std::function<std::uint64_t(std::uint64_t needed)>;
-
   // Validates the plan against the pool's granularity, grows the pool and reserves its views'
-  // address range (alias and offset modes: within the mapping room, a plan that needs more is
-  // refused; the views are mapped later, see deferred()). Returns nullptr with *why on any
+  // address range (alias and offset modes: within the mapping room the reclaimer gives, a plan
+  // that needs more is refused; the views are mapped later, see deferred()). Returns nullptr with *why on any
   // failure, leaving nothing behind.
   // Over a pool with runs (pool_runs.h) the plan's chunks are renumbered onto them first
-  // (run_relabelling.h), within what `claims` allows.
+  // (run_relabelling.h), within what `claims` allows; the reclaimer splits the runs it needs.
   static std::unique_ptr<InstalledPlan> install(ChunkPlan plan, vmm::Driver& driver,
                                                 PlanPool& pool, StreamSync& sync,
-                                                const MappingRoom& room, std::string* why,
+                                                Reclaimer& reclaimer, std::string* why,
                                                 const PoolClaims& claims = {});
   ~InstalledPlan();
   InstalledPlan(const InstalledPlan&) = delete;
@@ -195,7 +191,7 @@ class InstalledPlan {
   // Renumbers the slots' and the views' chunks onto the pool's runs (run_relabelling.h),
   // splitting the runs it chose to; after kSplitAttempts tries with splits that failed, none.
   static constexpr int kSplitAttempts = 3;
-  void relabel_onto_pool_runs(const PoolClaims& claims);
+  void relabel_onto_pool_runs(const PoolClaims& claims, Reclaimer& reclaimer);
   // By pool chunk: in a Dynamic slot's budget (such chunks stay alone, pool_runs.h).
   std::vector<bool> budget_chunks() const;
   // What pool runs must be whole in: the views' chunks, and the slots' (pool_runs.h).

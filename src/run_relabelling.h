@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "src/plan_pool.h"
@@ -27,10 +26,8 @@ struct PoolClaims {
   // runs whole, and the arenas then cannot borrow them (qwen-moe with runs: 76.99%).
   bool runs = false;
   std::vector<bool> held;        // by pool chunk: a tenant outside the plan keeps it
-  std::vector<bool> splittable;  // by a run's first chunk: no tenant, may be unmapped
-  // Splits the run (its first chunk), unmapping what maps it first; false when it could not.
-  // Empty: PlanPool::split_run alone (nothing else maps the pool).
-  std::function<bool(std::uint32_t head)> split;
+  std::vector<bool> splittable;  // by a run's first chunk: no tenant, may be unmapped; the
+                                 // install's Reclaimer splits those it needs (split_run)
 };
 
 // The pool chunk for each of the plan's `labels` chunks, given its views (sequences of its

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "planner/chunk/chunk_plan.h"
+#include "src/runtime_policy.h"
 
 namespace stalloc {
 
@@ -62,6 +63,8 @@ struct RuntimeConfig {
   // process reading stalloc's memory. Off: the owning device only, one access descriptor.
   bool peer_access = false;
   std::string log;                         // file for install/plan/OOM events; empty: none
+  // Thresholds of the serving paths (not a STALLOC_CONF key: the simulator and tests set it).
+  RuntimePolicy policy;
 };
 
 // Parses a STALLOC_CONF string; an empty string gives the defaults. Throws ConfigError.

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "trace/trace.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 
 namespace stalloc {
 

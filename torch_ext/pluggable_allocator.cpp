@@ -34,10 +34,10 @@
 
 #include "common/json.h"
 #include "common/units.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "src/runtime_config.h"
 #include "src/runtime_stats.h"
-#include "vmm/driver_factory.h"
+#include "src/runtime_driver.h"
 #include "vmm/host_driver.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*
@@ -145,11 +145,7 @@ stalloc::Runtime* runtime_for(int device) {
   try {
     stalloc::RuntimeConfig config = config_locked(p);
     if (config.backend == "auto") config.backend = "cuda";
-    stalloc::vmm::HostDriverOptions host;
-    if (config.granularity != 0) host.granularity = config.granularity;
-    host.device = device;
-    host.lag = p.host_lag;
-    auto driver = stalloc::vmm::make_driver(config.backend, host);
+    auto driver = stalloc::make_runtime_driver(config, device, p.host_lag);
     slot = std::make_unique<stalloc::Runtime>(config, *driver);
     p.drivers[d] = std::move(driver);
   } catch (const std::exception& e) {

@@ -2,7 +2,7 @@
 // recorder never marked them (a PyTorch memory snapshot has no step markers).
 //
 // Training repeats its request sequence every step. An allocation's key is (size, stream, live
-// allocations at that moment), the runtime's key (src/allocator.h, PeriodDetector): the live
+// allocations at that moment), the runtime's key (src/period_detector.h): the live
 // count tells a whole iteration apart from the repeated layers inside it, whose sizes repeat but
 // whose live counts grow (forward) or shrink (backward). With the whole sequence at hand, the
 // finder takes the smallest period p such that

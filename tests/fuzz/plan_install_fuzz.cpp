@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 #include "planner/chunk/chunk_plan.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "vmm/host_driver.h"
 

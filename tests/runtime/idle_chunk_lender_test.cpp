@@ -66,10 +66,12 @@ TEST(IdleChunkLender, LendsAChunkOfARunOnlyOnceTheRunIsSplit) {
   EXPECT_FALSE(unsplit.borrow().has_value());
 
   std::vector<std::uint32_t> asked;
-  IdleChunkLender lender(pool, [&](std::uint32_t head) {
+  TestReclaimer splitting;
+  splitting.split = [&](std::uint32_t head) {
     asked.push_back(head);
     return pool.split_run(head);
-  });
+  };
+  IdleChunkLender lender(pool, splitting);
   StreamMask sync = 0;
   const ChunkPiece tenant{4, 0, kWhole};
   ASSERT_TRUE(pool.try_occupy(std::span<const ChunkPiece>(&tenant, 1), &sync));

@@ -24,7 +24,7 @@ struct ArenaFixture {
         driver(*host),
         sync(driver),
         memory(driver, kG, capacity),
-        arena(driver, memory, sync, kReservation, 0, idle_pages * kG, nullptr, nullptr,
+        arena(driver, memory, sync, kReservation, 0, idle_pages * kG, nullptr, no_reclaimer(),
               page_granules, extents) {}
   std::unique_ptr<vmm::Driver> host;
   vmm::FaultInjectingDriver driver;
@@ -420,8 +420,10 @@ struct TwoArenas {
         sync(*host),
         memory(*host, kG, 0),
         first(*host, memory, sync, kReservation, 0, 1024 * kG),
-        second(*host, memory, sync, kReservation, stream, 1024 * kG, nullptr,
-               [this](PackedArena*) { return first.give_idle_chunk() > 0; }, page_granules) {}
+        second(*host, memory, sync, kReservation, stream, 1024 * kG, nullptr, from_first,
+               page_granules) {
+    from_first.chunk = [this](const PackedArena*) { return first.give_idle_chunk() > 0; };
+  }
   // `pages` pages of `first` made and emptied: kept mapped, idle.
   void idle_pages_in_first(std::uint64_t pages) {
     std::string why;
@@ -433,6 +435,7 @@ struct TwoArenas {
   std::unique_ptr<vmm::Driver> host;
   StreamSync sync;
   PhysicalMemory memory;
+  TestReclaimer from_first;  // second's: takes first's idle pages
   PackedArena first;
   PackedArena second;
 };

@@ -64,8 +64,7 @@ struct InstallerFixture {
   InstallerFixture() : host(host_driver()), memory(*host, kG, 0), pool(memory), sync(*host) {
     std::string why;
     plan = InstalledPlan::install(
-        plan_of_own_views(), *host, pool, sync,
-        [](std::uint64_t) { return std::numeric_limits<std::uint64_t>::max(); }, &why);
+        plan_of_own_views(), *host, pool, sync, no_reclaimer(), &why);
     EXPECT_NE(plan, nullptr) << why;
   }
   std::uint64_t mappings() const { return host->counters().live_mappings; }
@@ -140,12 +139,12 @@ TEST(InstalledPlan, APlanOverTheMappingRoomCreatesNoChunk) {
   StreamSync sync(*host);
   std::string why;
   std::uint64_t asked = 0;
-  auto plan = InstalledPlan::install(plan_of_own_views(), *host, pool, sync,
-                                     [&](std::uint64_t needed) {
-                                       asked = needed;
-                                       return needed - 1;
-                                     },
-                                     &why);
+  TestReclaimer short_of_room;
+  short_of_room.room = [&](std::uint64_t needed) {
+    asked = needed;
+    return needed - 1;
+  };
+  auto plan = InstalledPlan::install(plan_of_own_views(), *host, pool, sync, short_of_room, &why);
   EXPECT_EQ(plan, nullptr);
   EXPECT_EQ(asked, 2u * kSlots);
   EXPECT_NE(why.find("live mappings limit"), std::string::npos) << why;
@@ -176,12 +175,14 @@ ChunkPlan plan_of_slots(const std::vector<std::vector<std::uint32_t>>& chunks) {
 }
 
 struct RunsFixture {
-  RunsFixture() : host(host_driver()), memory(*host, kG, 0), pool(memory), sync(*host) {}
+  RunsFixture() : host(host_driver()), memory(*host, kG, 0), pool(memory), sync(*host) {
+    splits.split = [this](std::uint32_t head) { return pool.split_run(head); };
+  }
+  // Runs are split in the pool itself, unless `splits` says otherwise.
   std::unique_ptr<InstalledPlan> install(ChunkPlan plan, const PoolClaims& claims) {
     std::string why;
-    auto installed = InstalledPlan::install(
-        std::move(plan), *host, pool, sync,
-        [](std::uint64_t) { return std::numeric_limits<std::uint64_t>::max(); }, &why, claims);
+    auto installed = InstalledPlan::install(std::move(plan), *host, pool, sync, splits, &why,
+                                            claims);
     EXPECT_NE(installed, nullptr) << why;
     return installed;
   }
@@ -199,6 +200,7 @@ struct RunsFixture {
   PhysicalMemory memory;
   PlanPool pool;
   StreamSync sync;
+  TestReclaimer splits;
 };
 
 PoolClaims with_runs() {
@@ -274,7 +276,7 @@ TEST(InstalledPlan, RunsAreSplitForAPlanOfChunksAloneElseThePoolGrows) {
     PoolClaims claims;
     claims.splittable.assign(7, true);
     int asked = 0;
-    claims.split = [&](std::uint32_t) {
+    f.splits.split = [&](std::uint32_t) {
       ++asked;
       return false;
     };
@@ -339,8 +341,7 @@ TEST(InstalledPlan, AChunkAViewCannotMapAgainAfterASplitIsSetAside) {
   offset.mode = PlanMode::Offset;
   std::string why;
   auto plan = InstalledPlan::install(
-      std::move(offset), faulty, pool, sync,
-      [](std::uint64_t) { return std::numeric_limits<std::uint64_t>::max(); }, &why, with_runs());
+      std::move(offset), faulty, pool, sync, no_reclaimer(), &why, with_runs());
   ASSERT_NE(plan, nullptr) << why;
   ASSERT_TRUE(plan->map_deferred());
   const std::vector<InstalledPlan::RunPlace> places = plan->run_places(2);

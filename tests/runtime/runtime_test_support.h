@@ -2,14 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "trace/trace.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "src/physical_memory.h"
 #include "src/plan_pool.h"
+#include "src/reclaimer.h"
 #include "src/trace_replayer.h"
 #include "vmm/driver.h"
 #include "vmm/host_driver.h"
@@ -18,6 +20,18 @@ namespace stalloc::testing_support {
 
 // Small chunks keep the tests fast and let them use many chunks.
 inline constexpr std::uint64_t kG = 64 * 1024;
+
+// A Reclaimer whose answers a test sets: by default it gives nothing, splits no run and allows
+// any number of mappings.
+struct TestReclaimer final : Reclaimer {
+  std::function<bool(const PackedArena*)> chunk = [](const PackedArena*) { return false; };
+  std::function<bool(std::uint32_t)> split = [](std::uint32_t) { return false; };
+  std::function<std::uint64_t(std::uint64_t)> room = [](std::uint64_t) { return UINT64_MAX; };
+  bool chunk_for_arena(const PackedArena* asking) override { return chunk(asking); }
+  void bytes_for_range(std::uint64_t) override {}
+  bool split_run(std::uint32_t head) override { return split(head); }
+  std::uint64_t mapping_room(std::uint64_t needed) override { return room(needed); }
+};
 
 class TraceBuilder {
  public:

@@ -11,7 +11,7 @@
 #include "trace/import_pytorch.h"
 #include "trace/trace_io.h"
 #include "sim/simulator.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "src/runtime_config.h"
 #include "src/trace_replayer.h"
 #include "vmm/host_driver.h"

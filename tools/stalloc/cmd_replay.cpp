@@ -1,5 +1,5 @@
 // `stalloc replay TRACE [--plan PLAN] [--backend host|cuda|auto] [--verify] [--conf CONF]
-// [--gpu-lag N [--gpu-lag-seed S]] [--no-step] [--json]`: runs the real runtime allocator (src/allocator.h)
+// [--gpu-lag N [--gpu-lag-seed S]] [--no-step] [--json]`: runs the real runtime allocator (src/runtime.h)
 // through a trace's requests and reports what it reserved against the trace's lower bound.
 #include <algorithm>
 #include <cstdio>
@@ -14,10 +14,10 @@
 #include "common/units.h"
 #include "planner/chunk/chunk_plan.h"
 #include "trace/trace_io.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "src/trace_replayer.h"
 #include "tools/stalloc/command.h"
-#include "vmm/driver_factory.h"
+#include "src/runtime_driver.h"
 #include "vmm/host_driver.h"
 
 namespace stalloc::cli {
@@ -243,10 +243,7 @@ int run_replay(const std::vector<std::string>& raw) {
       throw UsageError("--gpu-lag emulates GPU lag on the host backend: use --backend host (not " +
                        config.backend + ")");
     }
-    vmm::HostDriverOptions host;
-    if (config.granularity != 0) host.granularity = config.granularity;
-    host.lag = lag;
-    lagging = vmm::make_driver("host", host);
+    lagging = make_runtime_driver(config, 0, lag);
   }
   std::unique_ptr<Runtime> owned =
       lagging ? std::make_unique<Runtime>(config, *lagging) : std::make_unique<Runtime>(config);

@@ -18,7 +18,7 @@
 #include "trace/trace_io.h"
 #include "sim/allocator_model.h"
 #include "sim/pressure_test.h"
-#include "src/allocator.h"
+#include "src/runtime.h"
 #include "src/runtime_config.h"
 #include "src/trace_replayer.h"
 #include "tools/stalloc/command.h"

@@ -1,0 +1,10 @@
+#include "src/reclaimer.h"
+
+namespace stalloc {
+
+Reclaimer& no_reclaimer() {
+  static NoReclaimer none;
+  return none;
+}
+
+}  // namespace stalloc

@@ -1,0 +1,305 @@
+#include "src/runtime.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "common/units.h"
+#include "src/runtime_driver.h"
+
+namespace stalloc {
+namespace {
+
+std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver) {
+  std::size_t g = 0;
+  vmm::Status s = driver.granularity(&g);
+  if (s != vmm::Status::Success || g == 0) {
+    throw UsageError("the " + std::string(driver.name()) + " driver has no granularity: " +
+                     std::string(vmm::status_name(s)));
+  }
+  if (config.granularity == 0) return g;
+  if (config.granularity % g != 0) {
+    throw ConfigError("STALLOC_CONF: granularity " + std::to_string(config.granularity) +
+                      " is not a multiple of the driver's " + std::to_string(g));
+  }
+  return config.granularity;
+}
+
+}  // namespace
+
+Runtime::Runtime(const RuntimeConfig& config, int device)
+    : Runtime(config, make_runtime_driver(config, device), nullptr) {}
+
+Runtime::Runtime(const RuntimeConfig& config, vmm::Driver& driver)
+    : Runtime(config, nullptr, &driver) {}
+
+Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned,
+                 vmm::Driver* external)
+    : config_(config),
+      owned_driver_(std::move(owned)),
+      driver_(external != nullptr ? *external : *owned_driver_),
+      granularity_(pick_granularity(config, driver_)),
+      base_capacity_(config.capacity),
+      log_(config.log),
+      sync_(driver_),
+      memory_(driver_, granularity_, config.capacity),
+      pool_(memory_),
+      reclaimer_(config_, granularity_, driver_, memory_, pool_, sync_, cache_, follower_,
+                 unplanned_, stats_, log_),
+      unplanned_(config_, granularity_, driver_, memory_, pool_, sync_, reclaimer_),
+      cache_(config.plan_cache_size),
+      lifecycle_(config_, granularity_, driver_, memory_, pool_, sync_, cache_, follower_,
+                 unplanned_, reclaimer_, stats_, log_),
+      follower_(config_, granularity_, pool_, sync_, unplanned_.lender(), cache_, stats_) {
+  log_("stalloc runtime: " + format_runtime_config(config_) + " driver " +
+       std::string(driver_.name()) + " granularity " + format_bytes(granularity_));
+  if (config_.peer_access) grant_peer_access();
+}
+
+// Before anything is mapped, so that every set_access covers the peers too.
+void Runtime::grant_peer_access() {
+  std::vector<int> peers;
+  vmm::Status s = driver_.accessible_peers(&peers);
+  if (s == vmm::Status::Success) s = driver_.set_peers(peers);
+  if (s != vmm::Status::Success) {
+    throw UsageError("peer_access:all: the " + std::string(driver_.name()) +
+                     " driver cannot give device " + std::to_string(driver_.device()) +
+                     "'s peers access (" + std::string(vmm::status_name(s)) + ")");
+  }
+  std::ostringstream list;
+  for (std::size_t i = 0; i < peers.size(); ++i) list << (i == 0 ? "" : " ") << peers[i];
+  log_("stalloc runtime: peer access for devices [" + list.str() + "]");
+}
+
+Runtime::~Runtime() {
+  std::lock_guard lock(mutex_);
+  cache_.wait();
+  follower_.stop_following();
+  // The members unmap and release everything as they go; work the GPU still runs on this
+  // memory would fault. Wait for it, as cudaFree does.
+  sync_.wait_for_streams();
+}
+
+std::uint16_t Runtime::thread_index() {
+  const std::thread::id me = std::this_thread::get_id();
+  for (std::size_t i = 0; i < threads_.size(); ++i) {
+    if (threads_[i] == me) return static_cast<std::uint16_t>(i);
+  }
+  threads_.push_back(me);
+  return static_cast<std::uint16_t>(std::min<std::size_t>(threads_.size() - 1, UINT16_MAX));
+}
+
+void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
+  std::lock_guard lock(mutex_);
+  if (device != driver_.device()) {
+    ++stats_.ooms;
+    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(),
+                       "device " + std::to_string(device) + " is not this runtime's device " +
+                           std::to_string(driver_.device())};
+    return nullptr;
+  }
+  check_not_capturing(stream, size);
+  if (!deferred_frees_.empty()) take_deferred_frees();
+  const std::uint32_t s = sync_.index_of(stream);
+  if (config_.auto_step && !explicit_steps_) lifecycle_.detect_boundary(size, s, live_allocations_);
+  std::size_t slot = SIZE_MAX;
+  std::span<const std::uint32_t> budget;
+  vmm::DevicePtr p = follower_.serve(size, s, &slot, &budget);
+  SubAllocator* by = nullptr;
+  if (p == 0) {
+    p = serve_unplanned(size, s, budget, &by);
+    if (p == 0) return nullptr;
+  }
+  const std::uint64_t id = lifecycle_.recorder().alloc(size, s, thread_index(), p);
+  if (slot != SIZE_MAX) {
+    follower_.occupy(slot, p, id, size);
+  } else {
+    unplanned_.add(p, {id, size, s, StreamSync::bit(s), by});
+  }
+  ++live_allocations_;
+  ++stats_.allocations;
+  stats_.allocated_bytes += size;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return reinterpret_cast<void*>(p);
+}
+
+vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream,
+                                        std::span<const std::uint32_t> budget,
+                                        SubAllocator** by) {
+  // Pages other arenas emptied go back first, so that this one need not create chunks.
+  unplanned_.poll();
+  follower_.allow_lending(unplanned_.lender(), budget);
+  const std::uint64_t held = memory_.reserved_bytes();
+  const std::uint64_t high_water = memory_.high_water_bytes();
+  SubAllocator& serving = unplanned_.choose(size, stream, follower_.active() != nullptr,
+                                            !cache_.installed().empty());
+  *by = &serving;
+  std::string why;
+  vmm::DevicePtr p = serving.allocate(size, stream, &why);
+  if (p == 0) p = reclaimer_.after_failure([&] { return serving.allocate(size, stream, &why); });
+  // Following the plan, this iteration needs more than the plan leaves idle (a longer
+  // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
+  // risk of conflicts with later slots, rather than grow memory beside the pool. Not for growth
+  // that stays below the most ever held (it costs no memory that counts), nor for growth the
+  // arenas' emptied pages still waiting on the GPU cover (they come back as it catches up).
+  const std::uint64_t grown = memory_.reserved_bytes() - std::min(memory_.reserved_bytes(), held);
+  if (grown > 0 && memory_.reserved_bytes() > high_water && unplanned_.emptied_bytes() < grown) {
+    follower_.lend_any_from_now();
+  }
+  if (p == 0) {
+    ++stats_.ooms;
+    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
+    log_("stalloc runtime: out of memory for " + format_bytes(size) + ": " + why);
+  }
+  return p;
+}
+
+void Runtime::free(void* ptr, std::size_t, int, vmm::StreamHandle stream) {
+  if (ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
+  if (captured(stream)) {
+    deferred_frees_.push_back({p, stream});
+    ++stats_.capture_deferred_frees;
+    return;
+  }
+  free_locked(p);
+}
+
+void Runtime::free_locked(vmm::DevicePtr p) {
+  const std::uint16_t thread = thread_index();
+  PlanFollower::Freed planned;
+  bool done = follower_.free(p, &planned);
+  if (done) {
+    lifecycle_.recorder().free(planned.id, planned.size, planned.stream, thread, p);
+    stats_.allocated_bytes -= planned.size;
+  } else if (const auto block = unplanned_.free(p, &done)) {
+    sync_.note_free(block->used_by);
+    lifecycle_.recorder().free(block->id, block->size, block->stream, thread, p);
+    stats_.allocated_bytes -= block->size;
+  }
+  if (!done) {
+    ++stats_.invalid_frees;
+    return;
+  }
+  --live_allocations_;
+  ++stats_.frees;
+}
+
+// The legacy default stream (0) cannot be captured, so the default-stream path (most training
+// loops) makes no query.
+bool Runtime::captured(vmm::StreamHandle stream) {
+  bool capturing = false;
+  return stream != 0 && driver_.stream_is_capturing(stream, &capturing) == vmm::Status::Success &&
+         capturing;
+}
+
+void Runtime::check_not_capturing(vmm::StreamHandle stream, std::size_t size) {
+  if (!captured(stream)) return;
+  ++stats_.capture_refusals;
+  throw GraphCaptureError(
+      "stalloc: cannot allocate " + format_bytes(size) +
+      " on a stream being captured into a CUDA graph (a capture begun outside PyTorch's "
+      "CUDAGraph): the graph would keep this address, which stalloc gives to other tensors "
+      "later. Allocate the graph's tensors before the capture begins, or run graphs with "
+      "PyTorch's own allocator");
+}
+
+void Runtime::take_deferred_frees() {
+  std::vector<DeferredFree> still;
+  for (const DeferredFree& f : deferred_frees_) {
+    if (captured(f.stream)) {
+      still.push_back(f);
+    } else {
+      free_locked(f.ptr);
+    }
+  }
+  deferred_frees_ = std::move(still);
+}
+
+void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {
+  std::lock_guard lock(mutex_);
+  const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
+  const StreamMask bit = StreamSync::bit(sync_.index_of(stream));
+  if (!follower_.record_stream(p, bit)) unplanned_.record_stream(p, bit);
+}
+
+void Runtime::empty_cache() {
+  std::lock_guard lock(mutex_);
+  unplanned_.release_idle();
+  memory_.trim();
+}
+
+void Runtime::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw UsageError("memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  }
+  std::lock_guard lock(mutex_);
+  // A fraction of the configured capacity, else of the device's memory (as PyTorch's
+  // set_per_process_memory_fraction).
+  std::uint64_t whole = base_capacity_;
+  if (whole == 0) {
+    std::size_t total = 0;
+    const vmm::Status s = driver_.total_memory(&total);
+    if (s != vmm::Status::Success) {
+      throw UsageError("memory fraction: the " + std::string(driver_.name()) +
+                       " driver cannot tell the device's memory (" +
+                       std::string(vmm::status_name(s)) + "); set capacity in STALLOC_CONF");
+    }
+    whole = total;
+  }
+  memory_.set_capacity(
+      static_cast<std::uint64_t>(std::floor(static_cast<double>(whole) * fraction)));
+}
+
+void Runtime::step() {
+  std::lock_guard lock(mutex_);
+  if (!deferred_frees_.empty()) take_deferred_frees();
+  const bool first = !explicit_steps_;
+  explicit_steps_ = true;
+  lifecycle_.end_iteration();
+  if (first && stats_.auto_steps > 0) {
+    lifecycle_.disown_detected_iterations("step() called after " +
+                                          std::to_string(stats_.auto_steps) +
+                                          " detected iteration boundaries");
+  }
+}
+
+void Runtime::add_plan(ChunkPlan plan) {
+  std::lock_guard lock(mutex_);
+  lifecycle_.add_plan(std::move(plan));
+}
+
+void Runtime::wait_for_planning() {
+  std::lock_guard lock(mutex_);
+  lifecycle_.wait_for_planning();
+}
+
+RuntimeStats Runtime::stats() const {
+  std::lock_guard lock(mutex_);
+  RuntimeStats s = stats_;
+  s.reserved_bytes = memory_.reserved_bytes();
+  s.peak_reserved_bytes = memory_.peak_reserved_bytes();
+  s.cached_bytes = memory_.cached_bytes();
+  s.pool_bytes = pool_.size() * granularity_;
+  s.lent_bytes = unplanned_.lender().lent() * granularity_;
+  s.packed_bytes = unplanned_.packed_live_bytes();
+  s.dedicated_bytes = unplanned_.dedicated().live_bytes();
+  s.dedicated_behind_gpu = unplanned_.dedicated().served_behind_gpu();
+  s.plans_installed = cache_.installed().size();
+  for (const auto& p : cache_.installed()) s.plans_unmapped += p->unmapped() ? 1 : 0;
+  s.plans_pending = cache_.pending();
+  s.plans_retiring = cache_.retiring();
+  s.stream_waits = sync_.waits();
+  s.stream_waits_on_marks = sync_.waits_on_free_marks();
+  s.driver = driver_.counters();
+  return s;
+}
+
+void Runtime::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  memory_.reset_peak();
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+}
+
+}  // namespace stalloc
