@@ -10,7 +10,7 @@ namespace stalloc {
 namespace {
 // A miss the GPU leaves nothing to release for takes a cached range at most 1/kLargerShare
 // larger than it needs whole, or shares one at most kSharedAtMost times its size
-// (dedicated_ranges.h; both measured under lag, docs/benchmarks.md).
+// (dedicated_ranges.h; both measured under lag, docs/decisions.md, "Dedicated ranges while the GPU runs behind").
 constexpr std::uint64_t kLargerShare = 8;
 constexpr std::uint64_t kSharedAtMost = 2;
 // The most cached ranges a stitch maps together: each is a cuMemMap (and a cuMemUnmap later).

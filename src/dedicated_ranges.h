@@ -24,8 +24,8 @@
 // its parts are cached: the next request of its size takes it whole, and each part's own size
 // takes the part, with no call either way. A part is released only with the stitches that map
 // it. gpt2-1024-mbs128-r's first profiled iteration made about 1,000 ranges (est. 11.4% of its
-// iteration on an H200), now 6.6%, at the same utilization (docs/benchmarks.md,
-// "Twenty-second session").
+// iteration on an H200), now 6.6%, at the same utilization (docs/decisions.md,
+// "Stitched ranges at the most ever held").
 //
 // Streams: a range remembers the streams that used it; reused on another stream, that stream
 // waits on events recorded then (never the host), as the arenas do. A marker shared by the frees
@@ -44,7 +44,7 @@
 // llama7b-tp2pp2-r from 94.7% to 97.7% (97.3% with sharing, which holds a range out of reach of
 // a later request of its own size), sharing gpt2-1024-mbs128-r from 83.9% to 92.4% (its sizes
 // are 4/3 to 2x apart); sharing ranges up to 3x or 4x larger cost other workloads more
-// (docs/benchmarks.md, "Seventeenth session"). Last, a miss larger than every cached range is
+// (docs/decisions.md, "Dedicated ranges while the GPU runs behind"). Last, a miss larger than every cached range is
 // stitched from several smaller ones (at most kStitchParts): their chunks are mapped again side
 // by side in a reservation of its own (a chunk may be mapped at several addresses; their own
 // mappings stay), one access call over it, and its tensor ordered after the parts' users. Freed,

@@ -11,7 +11,7 @@
 // pages are mapped, and a tensor made every iteration (an MoE buffer that outgrew its view)
 // landed on unmapped pages while emptied mapped ones aged out, two or three VMM calls a page
 // (qwen-moe-16 at G = 2 MiB: 5.6k -> 1.3k VMM calls per iteration after the plan's install,
-// utilization 99.67% -> 99.68%; docs/benchmarks.md). A page whose last allocation is
+// utilization 99.67% -> 99.68%; docs/decisions.md, "Placement on mapped pages"). A page whose last allocation is
 // freed stays mapped while it is among the few most recently emptied (idle_bytes), so that a
 // tensor freed and made again costs no VMM call; older ones are unmapped once events show the
 // GPU is done with them, and their chunks go back to PhysicalMemory. A page needed again before

@@ -7,7 +7,7 @@
 //
 // That check is on the planned path of every malloc, and a 7B model's activations at 2 MiB
 // are 50-200 chunks: looked at one chunk at a time it cost ~11 ns per chunk, over 1 us per
-// malloc+free (bench_runtime BM_PlannedIteration, docs/benchmarks.md). So occupancy is kept as
+// malloc+free (bench_runtime BM_PlannedIteration, docs/benchmarks.md, "Runtime: the planned path"). So occupancy is kept as
 // bits, 64 chunks to a word, and a tenant's whole chunks are grouped by word in its Footprint
 // at install: the check, the occupancy and the streams to wait for cost a few word operations
 // per tenant. That pays because the chunk colouring numbers a slot's chunks close together

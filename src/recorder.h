@@ -112,8 +112,8 @@ class Recorder {
   // llama3-8b-varlen-128k's). A routing changes about half (qwen-moe), and from a warm-up the
   // window misses some of them: planned from there, qwen-moe's iteration 2 followed a plan
   // that missed 5,339 requests (est. 311 -> 642 ms) and left it again at iteration 24, so such
-  // sizes wait for the next iteration's comparison, as before (docs/benchmarks.md, "Nineteenth
-  // session").
+  // sizes wait for the next iteration's comparison, as before (docs/decisions.md, "The first plan
+  // told by the warm-up").
   static constexpr std::size_t kWarmUpShare = 8;
   static constexpr std::size_t kWarmUpWindow = 4;
   static constexpr double kWarmUpChanged = 0.75;

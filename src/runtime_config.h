@@ -37,9 +37,9 @@ struct RuntimeConfig {
   std::uint64_t granularity = 0;           // 0: the driver's granularity
   std::uint64_t small_size = 1 << 20;      // unplanned requests up to this go to the small packed arena
   // Unplanned requests of at least this many bytes get a dedicated range (one chunk of their
-  // size) while no plan is followed; 0: never. 16 MiB rather than 32 (until the fourteenth
-  // session): one create and one map where pages of 2 MiB took eight or more, and on the
-  // presets and real snapshots no loss above 0.04 points (docs/benchmarks.md).
+  // size) while no plan is followed; 0: never. 16 MiB rather than 32: one create and one map
+  // where pages of 2 MiB took eight or more, at no loss above 0.04 points on the presets and
+  // real snapshots (docs/decisions.md, "Dedicated ranges (large_size 16 MiB)").
   std::uint64_t large_size = std::uint64_t{16} << 20;
   // Page size of the packed arena that serves requests above small_size before the first plan
   // is installed (profiling, workloads never planned), rounded down to a multiple of the
