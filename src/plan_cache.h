@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "planner/chunk/chunk_plan.h"
-#include "src/plan_installer.h"
+#include "src/installed_plan.h"
 
 namespace stalloc {
 

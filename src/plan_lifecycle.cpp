@@ -308,7 +308,7 @@ void PlanLifecycle::choose_plan() {
   if (chosen != nullptr) {
     // A plan installed unmapped has its first stage of views mapped at this boundary when the
     // iteration that just ended had its signature (the next will likely follow it too), else at
-    // its first match; the later stages as the iteration reaches them (plan_installer.h).
+    // its first match; the later stages as the iteration reaches them (installed_plan.h).
     if (chosen->deferred() && have_last_key_ && key_of(chosen->plan().signature) == last_key_) {
       chosen->map_first_stage();
     }

@@ -18,9 +18,10 @@
 // live tenants, and the arenas made the memory again (llama7b-tp2pp2-r at 2,048 tokens, then
 // 4,096: 99.70 -> 98.72%; with the slots counted, 99.70% as without runs). A later plan over
 // the same pool is renumbered onto its runs (run_relabelling.h); a run is split into chunks
-// alone only with no tenant (Runtime::split_run).
+// alone only with no tenant (RuntimeReclaimer::split_run).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -36,5 +37,16 @@ inline constexpr std::uint32_t kMaxRunChunks = 32;
 std::vector<std::uint32_t> pool_runs(const std::vector<const std::vector<std::uint32_t>*>& views,
                                      const std::vector<bool>& alone, std::uint32_t first,
                                      std::uint32_t count, std::uint32_t max_length = kMaxRunChunks);
+
+// Whether chunks[at..] begin with the run head, head + 1, ..., head + length - 1 (a view holds
+// the pool run whole there and may map it in one call).
+inline bool holds_run(const std::vector<std::uint32_t>& chunks, std::size_t at,
+                      std::uint32_t head, std::uint32_t length) {
+  if (at + length > chunks.size()) return false;
+  for (std::uint32_t k = 0; k < length; ++k) {
+    if (chunks[at + k] != head + k) return false;
+  }
+  return true;
+}
 
 }  // namespace stalloc

@@ -1,6 +1,7 @@
 #include "src/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -25,6 +26,11 @@ std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver)
   return config.granularity;
 }
 
+std::uint64_t device_memory(vmm::Driver& driver) {
+  std::size_t total = 0;
+  return driver.total_memory(&total) == vmm::Status::Success ? total : 0;
+}
+
 }  // namespace
 
 Runtime::Runtime(const RuntimeConfig& config, int device)
@@ -40,6 +46,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       driver_(external != nullptr ? *external : *owned_driver_),
       granularity_(pick_granularity(config, driver_)),
       base_capacity_(config.capacity),
+      device_bytes_(device_memory(driver_)),
       log_(config.log),
       sync_(driver_),
       memory_(driver_, granularity_, config.capacity),
@@ -90,7 +97,7 @@ std::uint16_t Runtime::thread_index() {
 }
 
 void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (device != driver_.device()) {
     ++stats_.ooms;
     stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(),
@@ -99,6 +106,8 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
     return nullptr;
   }
   check_not_capturing(stream, size);
+  // Before serving: a request that waits for other threads' frees must know they exist.
+  const std::uint16_t thread = thread_index();
   if (!deferred_frees_.empty()) take_deferred_frees();
   const std::uint32_t s = sync_.index_of(stream);
   if (config_.auto_step && !explicit_steps_) lifecycle_.detect_boundary(size, s, live_allocations_);
@@ -107,10 +116,10 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   vmm::DevicePtr p = follower_.serve(size, s, &slot, &budget);
   SubAllocator* by = nullptr;
   if (p == 0) {
-    p = serve_unplanned(size, s, budget, &by);
+    p = serve_unplanned(size, s, budget, &by, lock);
     if (p == 0) return nullptr;
   }
-  const std::uint64_t id = lifecycle_.recorder().alloc(size, s, thread_index(), p);
+  const std::uint64_t id = lifecycle_.recorder().alloc(size, s, thread, p);
   if (slot != SIZE_MAX) {
     follower_.occupy(slot, p, id, size);
   } else {
@@ -118,14 +127,33 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   }
   ++live_allocations_;
   ++stats_.allocations;
+  stats_.requests.add(size, +1);
   stats_.allocated_bytes += size;
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   return reinterpret_cast<void*>(p);
 }
 
+bool Runtime::beyond_capacity(std::uint64_t size) const {
+  const std::uint64_t limit = memory_.capacity() != 0 ? memory_.capacity() : device_bytes_;
+  return limit != 0 && (size > limit || stats_.allocated_bytes > limit - size);
+}
+
 vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream,
                                         std::span<const std::uint32_t> budget,
-                                        SubAllocator** by) {
+                                        SubAllocator** by, std::unique_lock<std::mutex>& lock) {
+  // Whatever is given back or waited for, the live tensors stay: fail at once, holding no more.
+  if (beyond_capacity(size)) {
+    const bool capped = memory_.capacity() != 0;
+    ++stats_.ooms;
+    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(),
+                       "the live tensors' " + format_bytes(stats_.allocated_bytes) +
+                           " and this request exceed the " +
+                           (capped ? "capacity of " + format_bytes(memory_.capacity())
+                                   : "device's " + format_bytes(device_bytes_)),
+                       true};
+    log_("stalloc runtime: out of memory for " + format_bytes(size) + ": " + stats_.last_oom.reason);
+    return 0;
+  }
   // Pages other arenas emptied go back first, so that this one need not create chunks.
   unplanned_.poll();
   follower_.allow_lending(unplanned_.lender(), budget);
@@ -135,8 +163,13 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
                                             !cache_.installed().empty());
   *by = &serving;
   std::string why;
-  vmm::DevicePtr p = serving.allocate(size, stream, &why);
-  if (p == 0) p = reclaimer_.after_failure([&] { return serving.allocate(size, stream, &why); });
+  const std::function<vmm::DevicePtr()> serve = [&] { return serving.allocate(size, stream, &why); };
+  vmm::DevicePtr p = serve();
+  if (p == 0) p = reclaimer_.after_failure(serve);
+  const auto waited_from = std::chrono::steady_clock::now();
+  const std::uint64_t retries = stats_.alloc_retries;
+  // Other threads (PyTorch's autograd) may free what this request needs.
+  if (p == 0 && config_.oom_wait_seconds > 0 && threads_.size() > 1) p = serve_after_frees(serve, lock);
   // Following the plan, this iteration needs more than the plan leaves idle (a longer
   // sequence, a larger expert buffer): from now on any idle pool chunk may be lent, at the
   // risk of conflicts with later slots, rather than grow memory beside the pool. Not for growth
@@ -149,8 +182,32 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
   if (p == 0) {
     ++stats_.ooms;
     stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
+    stats_.last_oom.retries = stats_.alloc_retries - retries;
+    if (stats_.last_oom.retries > 0) {
+      stats_.last_oom.waited_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+    }
     log_("stalloc runtime: out of memory for " + format_bytes(size) + ": " + why);
   }
+  return p;
+}
+
+vmm::DevicePtr Runtime::serve_after_frees(const std::function<vmm::DevicePtr()>& serve,
+                                          std::unique_lock<std::mutex>& lock) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(config_.oom_wait_seconds);
+  vmm::DevicePtr p = 0;
+  bool retried = false;
+  ++waiting_;
+  while (p == 0) {
+    const std::uint64_t frees = stats_.frees;
+    if (!freed_.wait_until(lock, deadline, [&] { return stats_.frees != frees; })) break;
+    retried = true;
+    p = serve();
+    if (p == 0) p = reclaimer_.after_failure(serve);
+  }
+  --waiting_;
+  if (retried) ++stats_.alloc_retries;
   return p;
 }
 
@@ -173,17 +230,26 @@ void Runtime::free_locked(vmm::DevicePtr p) {
   if (done) {
     lifecycle_.recorder().free(planned.id, planned.size, planned.stream, thread, p);
     stats_.allocated_bytes -= planned.size;
+    stats_.requests.add(planned.size, -1);
   } else if (const auto block = unplanned_.free(p, &done)) {
     sync_.note_free(block->used_by);
     lifecycle_.recorder().free(block->id, block->size, block->stream, thread, p);
     stats_.allocated_bytes -= block->size;
+    stats_.requests.add(block->size, -1);
   }
   if (!done) {
     ++stats_.invalid_frees;
+    if (!invalid_free_logged_) {
+      invalid_free_logged_ = true;
+      log_("stalloc runtime: free of " + std::to_string(p) +
+           ", which is not a live allocation of this runtime (a double free, an interior "
+           "pointer or another allocator's): ignored; later ones are counted in invalid_frees");
+    }
     return;
   }
   --live_allocations_;
   ++stats_.frees;
+  if (waiting_ > 0) freed_.notify_all();
 }
 
 // The legacy default stream (0) cannot be captured, so the default-stream path (most training
@@ -293,6 +359,7 @@ RuntimeStats Runtime::stats() const {
   s.stream_waits = sync_.waits();
   s.stream_waits_on_marks = sync_.waits_on_free_marks();
   s.driver = driver_.counters();
+  s.waiting_for_frees = waiting_;
   return s;
 }
 
@@ -300,6 +367,23 @@ void Runtime::reset_peak_stats() {
   std::lock_guard lock(mutex_);
   memory_.reset_peak();
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  for (auto* counters : {&stats_.requests.count, &stats_.requests.bytes}) {
+    for (RequestCounter& c : *counters) c.peak = c.current;
+  }
+}
+
+void Runtime::reset_accumulated_stats() {
+  std::lock_guard lock(mutex_);
+  for (auto* counters : {&stats_.requests.count, &stats_.requests.bytes}) {
+    for (RequestCounter& c : *counters) c.allocated = c.freed = 0;
+  }
+  stats_.ooms = 0;
+  stats_.alloc_retries = 0;
+}
+
+void Runtime::set_oom_wait(double seconds) {
+  std::lock_guard lock(mutex_);
+  config_.oom_wait_seconds = seconds > 0 ? seconds : 0.0;
 }
 
 }  // namespace stalloc

@@ -7,14 +7,22 @@
 //   RuntimeReclaimer what is given back, in which order, when something is short or a request
 //                    fails (the one failure path)
 // A request goes to the follower first; if no slot takes it, to the unplanned server; if that
-// cannot serve it, to the reclaimer's failure path, once; then it fails (nullptr, and
-// stats().last_oom says why). docs/architecture.md follows a request through them.
+// cannot serve it, to the failure path, once: a request that cannot fit beside the live tensors
+// fails at once; else the reclaimer gives back what it can, in order, then the request waits
+// (oom_wait_seconds, where other threads use the runtime) for their frees; then it fails
+// (nullptr, and stats().last_oom says why). docs/architecture.md follows a request through them.
+//
+// PyTorch's statistics (allocations and requested bytes by pool) are counted here, for the
+// requests served and the blocks taken back, with the runtime's own sizes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +79,11 @@ class Runtime {
   RuntimeStats stats() const;
   // Peaks restart from the current values (torch.cuda.reset_peak_memory_stats).
   void reset_peak_stats();
+  // What was allocated and freed in all, out-of-memory errors and retries restart from 0
+  // (torch.cuda.reset_accumulated_memory_stats).
+  void reset_accumulated_stats();
+  // RuntimeConfig::oom_wait_seconds from now on (negative: 0).
+  void set_oom_wait(double seconds);
 
   // Installs a plan made elsewhere (stalloc plan); throws UsageError when it cannot be installed.
   void add_plan(ChunkPlan plan);
@@ -91,7 +104,14 @@ class Runtime {
   // Serves a request no slot took (`budget`: the chunks of the Dynamic slot it outgrew, else
   // empty); *by: what served it. 0 after the failure path: out of memory.
   vmm::DevicePtr serve_unplanned(std::uint64_t size, std::uint32_t stream,
-                                 std::span<const std::uint32_t> budget, SubAllocator** by);
+                                 std::span<const std::uint32_t> budget, SubAllocator** by,
+                                 std::unique_lock<std::mutex>& lock);
+  // The live tensors and a request of `size` exceed the capacity (or the device's memory).
+  bool beyond_capacity(std::uint64_t size) const;
+  // Waits, the mutex released, for other threads' frees until oom_wait_seconds have passed,
+  // serving again after each; the address, or 0.
+  vmm::DevicePtr serve_after_frees(const std::function<vmm::DevicePtr()>& serve,
+                                   std::unique_lock<std::mutex>& lock);
   void free_locked(vmm::DevicePtr p);
   // The driver says work on `stream` is being captured into a CUDA graph.
   bool captured(vmm::StreamHandle stream);
@@ -106,9 +126,12 @@ class Runtime {
   vmm::Driver& driver_;
   std::uint64_t granularity_;
   std::uint64_t base_capacity_;
+  std::uint64_t device_bytes_;  // the device's memory, 0 when the driver cannot tell
   RuntimeLog log_;
 
   mutable std::mutex mutex_;
+  std::condition_variable freed_;  // a free happened (for requests waiting in serve_after_frees)
+  std::uint64_t waiting_ = 0;      // requests waiting for frees
   StreamSync sync_;
   PhysicalMemory memory_;
   PlanPool pool_;
@@ -126,6 +149,7 @@ class Runtime {
   };
   std::vector<DeferredFree> deferred_frees_;
   bool explicit_steps_ = false;
+  bool invalid_free_logged_ = false;
   RuntimeStats stats_;
 };
 

@@ -63,6 +63,10 @@ struct RuntimeConfig {
   // process reading stalloc's memory. Off: the owning device only, one access descriptor.
   bool peer_access = false;
   std::string log;                         // file for install/plan/OOM events; empty: none
+  // How long a request that the failure path could not serve waits for other threads to free
+  // memory (PyTorch's autograd threads), served again after each free; 0: not at all. Not a
+  // STALLOC_CONF key: the PyTorch extension sets it (stalloc.set_oom_wait).
+  double oom_wait_seconds = 0;
   // Thresholds of the serving paths (not a STALLOC_CONF key: the simulator and tests set it).
   RuntimePolicy policy;
 };

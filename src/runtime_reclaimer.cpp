@@ -42,8 +42,12 @@ void RuntimeReclaimer::bytes_for_range(std::uint64_t bytes) {
 
 vmm::DevicePtr RuntimeReclaimer::after_failure(const std::function<vmm::DevicePtr()>& serve) {
   vmm::DevicePtr p = 0;
-  // What the arenas kept mapped for reuse, and the cached ranges.
-  if (unplanned_.release_idle() > 0) p = serve();
+  // What the arenas kept mapped for reuse, the cached ranges, and the chunks cached for reuse
+  // (a chunk of one size cannot back a range of another).
+  const bool released = unplanned_.release_idle() > 0;
+  const bool cached = memory_.cached_bytes() > 0;
+  memory_.trim();
+  if (released || cached) p = serve();
   // Then the mappings of plans no tensor lives in, the one followed included: this iteration is
   // served dynamically from here on rather than fail while memory is free.
   if (p == 0 && retire_idle_plans(nullptr)) {

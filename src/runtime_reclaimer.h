@@ -8,9 +8,10 @@
 //   mapping it, and within the live mappings limit); an install wants mapping room (idle plans
 //   retired, then one wait for the GPU).
 // - A request failed (after_failure): the failure path, tried once per request and never by
-//   matching it again: the idle pages and cached ranges, then the plans no tensor lives in,
-//   then the views no live tensor uses, then one wait for the device so that what waits to be
-//   unmapped can be.
+//   matching it again: the idle pages, cached ranges and cached chunks, then the plans no tensor
+//   lives in, then the views no live tensor uses, then one wait for the device so that what
+//   waits to be unmapped can be. (Before it the runtime fails at once a request that cannot fit
+//   beside the live tensors; after it, it may wait for frees of other threads: Runtime.)
 #pragma once
 
 #include <cstdint>

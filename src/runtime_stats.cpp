@@ -6,6 +6,18 @@
 
 namespace stalloc {
 
+void RequestStats::add(std::uint64_t size, int sign) {
+  for (RequestPool pool : {kAllRequests, size <= kSmallRequestBytes ? kSmallRequests : kLargeRequests}) {
+    if (sign > 0) {
+      count[pool].increase(1);
+      bytes[pool].increase(size);
+    } else {
+      count[pool].decrease(1);
+      bytes[pool].decrease(size);
+    }
+  }
+}
+
 void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   JsonWriter j(out);
   j.begin_object();
@@ -30,11 +42,14 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
       .field("capture_deferred_frees", s.capture_deferred_frees);
   j.field("invalid_frees", s.invalid_frees).field("vmm_calls", s.vmm_calls());
   j.field("live_mappings", s.driver.live_mappings).field("ooms", s.ooms);
+  j.field("alloc_retries", s.alloc_retries);
   j.key("last_oom").begin_object();
   j.field("requested_bytes", s.last_oom.requested_bytes);
   j.field("reserved_bytes", s.last_oom.reserved_bytes);
   j.field("capacity_bytes", s.last_oom.capacity_bytes);
   j.field("reason", s.last_oom.reason);
+  j.field("beyond_capacity", s.last_oom.beyond_capacity);
+  j.field("retries", s.last_oom.retries).field("waited_seconds", s.last_oom.waited_seconds);
   j.end_object();
   j.field("last_plan_error", s.last_plan_error);
   j.end_object();

@@ -3,6 +3,8 @@
 // that ran out of memory failed.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -16,6 +18,42 @@ struct OomReport {
   std::uint64_t reserved_bytes = 0;
   std::uint64_t capacity_bytes = 0;  // 0: unlimited
   std::string reason;
+  // The live tensors and the request exceed the capacity (or the device): failed at once,
+  // nothing released or waited for.
+  bool beyond_capacity = false;
+  // Served again after frees of other threads, within RuntimeConfig::oom_wait_seconds.
+  std::uint64_t retries = 0;
+  double waited_seconds = 0;
+};
+
+// One of PyTorch's request statistics (torch.cuda.memory_stats): its value, its peak, and what
+// was added and taken in all.
+struct RequestCounter {
+  std::uint64_t current = 0;
+  std::uint64_t peak = 0;
+  std::uint64_t allocated = 0;
+  std::uint64_t freed = 0;
+  void increase(std::uint64_t n) {
+    current += n;
+    allocated += n;
+    peak = current > peak ? current : peak;
+  }
+  void decrease(std::uint64_t n) {
+    current -= n;
+    freed += n;
+  }
+};
+
+// PyTorch's pools: every request, those up to kSmallRequestBytes ("small_pool"), the others.
+enum RequestPool : std::size_t { kAllRequests, kSmallRequests, kLargeRequests, kRequestPools };
+inline constexpr std::uint64_t kSmallRequestBytes = std::uint64_t{1} << 20;
+
+// Live allocations and their requested bytes, by pool: counted when the runtime serves a request
+// and when it takes back a block it served, with the size it recorded (so never below zero).
+struct RequestStats {
+  std::array<RequestCounter, kRequestPools> count;
+  std::array<RequestCounter, kRequestPools> bytes;
+  void add(std::uint64_t size, int sign);
 };
 
 struct RuntimeStats {
@@ -62,7 +100,11 @@ struct RuntimeStats {
   std::uint64_t capture_refusals = 0;      // mallocs refused: their stream was being captured
   std::uint64_t capture_deferred_frees = 0;  // frees held until their stream's capture ended
   std::uint64_t ooms = 0;
+  // Requests that failed, waited for frees of other threads and were served then.
+  std::uint64_t alloc_retries = 0;
+  std::uint64_t waiting_for_frees = 0;  // requests waiting now for other threads' frees
   OomReport last_oom;
+  RequestStats requests;
   std::string last_plan_error;
   vmm::DriverCounters driver;
 

@@ -9,13 +9,12 @@
 // some kernel), so a failed allocation raises, as PyTorch's own allocator does. ctypes callers
 // must not make them fail.
 //
-// What PyTorch's memory statistics call allocations and allocated bytes (torch.cuda.memory_stats)
-// is counted here, where PyTorch's requests arrive, per pool as PyTorch splits them (requests up
-// to 1 MiB are "small"); reserved bytes and chunks come from the runtime.
+// This library holds no policy: what is tried before a request fails, and PyTorch's statistics
+// (torch.cuda.memory_stats: allocations and requested bytes per pool), are the runtime's
+// (src/runtime.h). It keeps the runtimes by device and which runtime owns a pointer.
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -28,7 +27,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -45,42 +43,9 @@ struct CUstream_st;  // cudaStream_t is CUstream_st*
 namespace {
 
 constexpr int kMaxDevices = 64;
-// PyTorch's small pool takes requests up to 1 MiB (kSmallSize in CUDACachingAllocator).
-constexpr std::uint64_t kSmallRequest = std::uint64_t{1} << 20;
-// Waiting for pending frees before an out-of-memory error: retries after 1, 10, 100 and 1000 ms
-// fit the default budget.
+// How long a failed allocation waits for frees of other threads (RuntimeConfig::oom_wait_seconds)
+// unless stalloc.set_oom_wait says otherwise.
 constexpr double kDefaultOomWaitSeconds = 1.2;
-
-// One of PyTorch's statistics: current value, peak, and what was added and taken in all.
-struct Stat {
-  std::int64_t current = 0;
-  std::int64_t peak = 0;
-  std::int64_t allocated = 0;
-  std::int64_t freed = 0;
-  void increase(std::int64_t n) {
-    current += n;
-    allocated += n;
-    peak = std::max(peak, current);
-  }
-  void decrease(std::int64_t n) {
-    current -= n;
-    freed += n;
-  }
-};
-
-enum Pool : std::size_t { kAll, kSmallPool, kLargePool, kPools };
-
-struct RequestStats {
-  std::array<Stat, kPools> count;  // live allocations
-  std::array<Stat, kPools> bytes;  // their requested bytes
-  std::uint64_t ooms = 0;          // out-of-memory errors raised
-  std::uint64_t retries = 0;       // allocations that failed once and were retried
-};
-
-struct DeviceState {
-  std::mutex mutex;
-  RequestStats stats;
-};
 
 using OomThrower = void (*)(const char* message);
 
@@ -94,7 +59,6 @@ struct Process {
   // The runtimes once made, read without the mutex on every request.
   std::array<std::atomic<stalloc::Runtime*>, kMaxDevices> ready{};
   std::array<bool, kMaxDevices> failed{};
-  std::array<DeviceState, kMaxDevices> devices;
   // record_stream names a pointer but not its device. While one runtime exists it owns every
   // pointer; once a second one is made, live pointers are registered with their device, and a
   // pointer not registered was served before that, by the first.
@@ -145,6 +109,7 @@ stalloc::Runtime* runtime_for(int device) {
   try {
     stalloc::RuntimeConfig config = config_locked(p);
     if (config.backend == "auto") config.backend = "cuda";
+    config.oom_wait_seconds = p.oom_wait_seconds.load(std::memory_order_relaxed);
     auto driver = stalloc::make_runtime_driver(config, device, p.host_lag);
     slot = std::make_unique<stalloc::Runtime>(config, *driver);
     p.drivers[d] = std::move(driver);
@@ -179,28 +144,6 @@ void for_each_runtime(F&& f) {
 
 stalloc::vmm::StreamHandle stream_handle(void* stream) { return reinterpret_cast<stalloc::vmm::StreamHandle>(stream); }
 
-Pool pool_of(std::size_t size) { return size <= kSmallRequest ? kSmallPool : kLargePool; }
-
-void count_allocation(int device, std::size_t size) {
-  DeviceState& s = process().devices[static_cast<std::size_t>(device)];
-  std::lock_guard<std::mutex> lock(s.mutex);
-  const auto n = static_cast<std::int64_t>(size);
-  for (Pool pool : {kAll, pool_of(size)}) {
-    s.stats.count[pool].increase(1);
-    s.stats.bytes[pool].increase(n);
-  }
-}
-
-void count_free(int device, std::size_t size) {
-  DeviceState& s = process().devices[static_cast<std::size_t>(device)];
-  std::lock_guard<std::mutex> lock(s.mutex);
-  const auto n = static_cast<std::int64_t>(size);
-  for (Pool pool : {kAll, pool_of(size)}) {
-    s.stats.count[pool].decrease(1);
-    s.stats.bytes[pool].decrease(n);
-  }
-}
-
 void register_owner(void* ptr, int device) {
   Process& p = process();
   if (!p.several.load(std::memory_order_acquire)) return;
@@ -230,58 +173,7 @@ stalloc::Runtime* owner_of(void* ptr) {
   return existing_runtime(device);
 }
 
-// Waiting cannot free enough: the live tensors and this request exceed the capacity (or, with
-// none set, the device's memory).
-bool beyond_capacity(stalloc::Runtime& r, std::size_t size) {
-  const stalloc::RuntimeStats s = r.stats();
-  std::uint64_t limit = s.last_oom.capacity_bytes;
-  if (limit == 0) {
-    std::size_t total = 0;
-    if (r.driver().total_memory(&total) == stalloc::vmm::Status::Success) limit = total;
-  }
-  return limit != 0 && s.allocated_bytes + size > limit;
-}
-
-struct RetryReport {
-  bool beyond_capacity = false;
-  int retries = 0;
-  double waited_seconds = 0;
-};
-
-// After a failed allocation, as PyTorch's allocator synchronizes its pending frees and releases
-// its cache before raising: the runtime's malloc has already waited once for the device where
-// memory it could use was pending on the GPU (Runtime::wait_for_unmaps); this empties the caches
-// and retries at once, then after 1, 10, 100 ms... within the wait budget, for what other
-// threads free meanwhile (PyTorch's autograd threads). Sound for memory (the runtime's own
-// checks decide every reuse), but each retry is a request to the runtime: its matching counts a
-// miss or moves past a slot once more.
-void* retry_after_pending_frees(stalloc::Runtime& r, std::size_t size, int device, void* stream,
-                                RetryReport* report) {
-  if (beyond_capacity(r, size)) {
-    report->beyond_capacity = true;
-    return nullptr;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const double budget = process().oom_wait_seconds.load(std::memory_order_relaxed);
-  double planned = 0;
-  for (double delay = 0;; delay = delay == 0 ? 0.001 : delay * 10) {
-    if (delay > 0) {
-      if (planned + delay > budget) break;
-      planned += delay;
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    }
-    ++report->retries;
-    r.empty_cache();
-    void* p = r.malloc(size, device, stream_handle(stream));
-    report->waited_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (p != nullptr) return p;
-  }
-  return nullptr;
-}
-
-std::string oom_message(stalloc::Runtime& r, std::size_t size, int device,
-                        const RetryReport& retry) {
+std::string oom_message(stalloc::Runtime& r, std::size_t size, int device) {
   const stalloc::RuntimeStats s = r.stats();
   std::ostringstream out;
   // PyTorch's own message starts the same way, so code that looks for it finds it.
@@ -299,13 +191,13 @@ std::string oom_message(stalloc::Runtime& r, std::size_t size, int device,
     }
   }
   out << ". Reason: " << (s.last_oom.reason.empty() ? "unknown" : s.last_oom.reason) << ". ";
-  if (retry.beyond_capacity) {
+  if (s.last_oom.beyond_capacity) {
     out << "Not retried: the live tensors and this request exceed the capacity.";
   } else {
     char waited[64];
-    std::snprintf(waited, sizeof waited, "%.3f", retry.waited_seconds);
-    out << "Retried " << retry.retries << " times over " << waited
-        << " s after emptying the cache, waiting for pending frees.";
+    std::snprintf(waited, sizeof waited, "%.3f", s.last_oom.waited_seconds);
+    out << "Tried again after emptying the cache and waiting for the GPU; retried "
+        << s.last_oom.retries << " times over " << waited << " s waiting for frees of other threads.";
   }
   out << " See stalloc.memory_stats() and stalloc.stats(); STALLOC_CONF capacity sets the limit.";
   return out.str();
@@ -318,7 +210,7 @@ std::string oom_message(stalloc::Runtime& r, std::size_t size, int device,
   throw std::runtime_error(message);
 }
 
-void write_stat(stalloc::JsonWriter& j, const Stat& s) {
+void write_stat(stalloc::JsonWriter& j, const stalloc::RequestCounter& s) {
   j.begin_object()
       .field("current", s.current)
       .field("peak", s.peak)
@@ -327,28 +219,29 @@ void write_stat(stalloc::JsonWriter& j, const Stat& s) {
       .end_object();
 }
 
-void write_pools(stalloc::JsonWriter& j, const std::array<Stat, kPools>& stats) {
+void write_pools(stalloc::JsonWriter& j,
+                 const std::array<stalloc::RequestCounter, stalloc::kRequestPools>& stats) {
   j.begin_object();
   j.key("all");
-  write_stat(j, stats[kAll]);
+  write_stat(j, stats[stalloc::kAllRequests]);
   j.key("small_pool");
-  write_stat(j, stats[kSmallPool]);
+  write_stat(j, stats[stalloc::kSmallRequests]);
   j.key("large_pool");
-  write_stat(j, stats[kLargePool]);
+  write_stat(j, stats[stalloc::kLargeRequests]);
   j.end_object();
 }
 
-void write_request_stats(std::ostream& out, const RequestStats& s,
-                         const stalloc::vmm::DriverCounters& driver) {
+// The runtime's statistics in the shape of PyTorch's (the Python package maps them).
+void write_request_stats(std::ostream& out, const stalloc::RuntimeStats& s) {
   stalloc::JsonWriter j(out);
   j.begin_object();
   j.key("allocation");
-  write_pools(j, s.count);
+  write_pools(j, s.requests.count);
   j.key("requested_bytes");
-  write_pools(j, s.bytes);
-  j.field("num_ooms", s.ooms).field("num_alloc_retries", s.retries);
-  j.field("live_chunks", driver.live_chunks);
-  j.field("chunk_creates", driver.creates).field("chunk_releases", driver.releases);
+  write_pools(j, s.requests.bytes);
+  j.field("num_ooms", s.ooms).field("num_alloc_retries", s.alloc_retries);
+  j.field("live_chunks", s.driver.live_chunks);
+  j.field("chunk_creates", s.driver.creates).field("chunk_releases", s.driver.releases);
   j.end_object();
 }
 
@@ -433,6 +326,12 @@ __attribute__((visibility("default"))) void* stalloc_malloc(std::size_t size, in
   // As PyTorch's own allocator: an empty tensor gets no memory and a null pointer (PyTorch never
   // frees or dereferences it). Nothing is recorded, so empty tensors do not enter the plans.
   if (size == 0) return nullptr;
+  if (device < 0 || device >= kMaxDevices) {
+    throw std::runtime_error("stalloc: cannot allocate " + std::to_string(size) +
+                             " bytes on device " + std::to_string(device) +
+                             ": no such device (stalloc serves devices 0 to " +
+                             std::to_string(kMaxDevices - 1) + ")");
+  }
   stalloc::Runtime* r = runtime_for(device);
   if (r == nullptr) {
     throw std::runtime_error("stalloc: cannot allocate " + std::to_string(size) +
@@ -440,29 +339,19 @@ __attribute__((visibility("default"))) void* stalloc_malloc(std::size_t size, in
                              ": the allocator did not start (the reason was printed above)");
   }
   void* p = r->malloc(size, device, stream_handle(stream));
-  if (p == nullptr) {
-    RetryReport retry;
-    p = retry_after_pending_frees(*r, size, device, stream, &retry);
-    {
-      DeviceState& s = process().devices[static_cast<std::size_t>(device)];
-      std::lock_guard<std::mutex> lock(s.mutex);
-      if (retry.retries > 0) ++s.stats.retries;
-      if (p == nullptr) ++s.stats.ooms;
-    }
-    if (p == nullptr) raise_oom(oom_message(*r, size, device, retry));
-  }
+  if (p == nullptr) raise_oom(oom_message(*r, size, device));
   register_owner(p, device);
-  count_allocation(device, size);
   return p;
 }
 
 __attribute__((visibility("default"))) void stalloc_free(void* ptr, std::size_t size, int device,
                                                          void* stream) {
   if (ptr == nullptr) return;
-  stalloc::Runtime* r = existing_runtime(device);
+  // The runtime that served the pointer, whatever device the caller names: one told another
+  // device's pointer would count an invalid free and leak the block.
+  stalloc::Runtime* r = owner_of(ptr);
   if (r == nullptr) return;
   forget_owner(ptr);
-  count_free(device, size);
   r->free(ptr, size, device, stream_handle(stream));
 }
 
@@ -496,31 +385,18 @@ __attribute__((visibility("default"))) void stalloc_step() {
 
 // torch.cuda.reset_peak_memory_stats: peaks restart from the current values (device < 0: all).
 __attribute__((visibility("default"))) void stalloc_reset_peak_stats(int device) {
-  Process& p = process();
   for (int d = 0; d < kMaxDevices; ++d) {
     if (device >= 0 && d != device) continue;
     if (stalloc::Runtime* r = existing_runtime(d)) r->reset_peak_stats();
-    DeviceState& s = p.devices[static_cast<std::size_t>(d)];
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto* stats : {&s.stats.count, &s.stats.bytes}) {
-      for (Stat& stat : *stats) stat.peak = stat.current;
-    }
   }
 }
 
 // torch.cuda.reset_accumulated_memory_stats: what was allocated and freed in all, the retries and
 // the out-of-memory errors start again from 0 (device < 0: all).
 __attribute__((visibility("default"))) void stalloc_reset_accumulated_stats(int device) {
-  Process& p = process();
   for (int d = 0; d < kMaxDevices; ++d) {
     if (device >= 0 && d != device) continue;
-    DeviceState& s = p.devices[static_cast<std::size_t>(d)];
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto* stats : {&s.stats.count, &s.stats.bytes}) {
-      for (Stat& stat : *stats) stat.allocated = stat.freed = 0;
-    }
-    s.stats.ooms = 0;
-    s.stats.retries = 0;
+    if (stalloc::Runtime* r = existing_runtime(d)) r->reset_accumulated_stats();
   }
 }
 
@@ -531,10 +407,11 @@ __attribute__((visibility("default"))) void stalloc_set_oom_thrower(OomThrower t
   process().oom_thrower.store(thrower, std::memory_order_release);
 }
 
-// How long a failed allocation waits for pending frees, in seconds, before it raises (0: one
-// retry at once after emptying the cache).
+// How long a failed allocation waits for frees of other threads, in seconds, before it raises
+// (0: not at all; RuntimeConfig::oom_wait_seconds).
 __attribute__((visibility("default"))) void stalloc_set_oom_wait(double seconds) {
   process().oom_wait_seconds.store(seconds > 0 ? seconds : 0.0, std::memory_order_relaxed);
+  for_each_runtime([seconds](stalloc::Runtime& r) { r.set_oom_wait(seconds); });
 }
 
 // Writes the statistics of every device as JSON into buffer when it is large enough; returns the
@@ -543,7 +420,7 @@ __attribute__((visibility("default"))) void stalloc_set_oom_wait(double seconds)
 __attribute__((visibility("default"))) std::size_t stalloc_stats_json(char* buffer, std::size_t size) {
   std::ostringstream out;
   out << "{\"devices\":{";
-  std::array<stalloc::vmm::DriverCounters, kMaxDevices> drivers{};
+  std::array<stalloc::RuntimeStats, kMaxDevices> all{};
   std::array<bool, kMaxDevices> present{};
   {
     Process& p = process();
@@ -555,7 +432,7 @@ __attribute__((visibility("default"))) std::size_t stalloc_stats_json(char* buff
       first = false;
       const stalloc::RuntimeStats stats = p.runtimes[d]->stats();
       stalloc::write_stats_json(stats, out);
-      drivers[d] = stats.driver;
+      all[d] = stats;
       present[d] = true;
     }
   }
@@ -563,15 +440,9 @@ __attribute__((visibility("default"))) std::size_t stalloc_stats_json(char* buff
   bool first = true;
   for (std::size_t d = 0; d < present.size(); ++d) {
     if (!present[d]) continue;
-    RequestStats copy;
-    {
-      DeviceState& s = process().devices[d];
-      std::lock_guard<std::mutex> lock(s.mutex);
-      copy = s.stats;
-    }
     out << (first ? "" : ",") << '"' << d << "\":";
     first = false;
-    write_request_stats(out, copy, drivers[d]);
+    write_request_stats(out, all[d]);
   }
   out << "}}";
   std::string json = out.str();

@@ -37,12 +37,18 @@ TEST(RuntimeOom, ReturnsNullptrWithTheReasonAndKeepsServing) {
   EXPECT_EQ(rt.stats().allocated_bytes, 0u);
 }
 
+// A request that fits beside the live tensors (1 byte + 2 granules + 1 <= 3 granules) but needs
+// more chunks than the driver has (one held by the first stream's page, three for the other's).
 TEST(RuntimeOom, DriverOutOfMemoryIsReportedToo) {
   auto driver = host_driver(3 * kG);
   Runtime rt(test_config(""), *driver);
-  EXPECT_EQ(rt.malloc(4 * kG, 0, 0), nullptr);
+  void* held = rt.malloc(1, 0, 0);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(rt.malloc(2 * kG + 1, 0, 0x1000), nullptr);
+  EXPECT_FALSE(rt.stats().last_oom.beyond_capacity);
   EXPECT_NE(rt.stats().last_oom.reason.find("cuMemCreate"), std::string::npos)
       << rt.stats().last_oom.reason;
+  rt.free(held, 1, 0, 0);
   void* p = rt.malloc(kG, 0, 0);
   EXPECT_NE(p, nullptr);
   rt.free(p, kG, 0, 0);

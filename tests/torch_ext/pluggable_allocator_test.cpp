@@ -117,10 +117,10 @@ TEST(PluggableAllocator, ZeroBytesGetANullPointerAndNoMemory) {
 // Pages freed on one stream go to another stream's arena only after their events complete.
 // With lagging events the capacity (four chunks here) is reached while the chunk the other
 // stream freed is still in use by its kernels; before failing, the runtime polls those events
-// as waiting for the GPU would (Runtime::wait_for_unmaps, bounded), so the request is served at
-// the first try: no error, no retry of the extension's needed, and no out-of-memory counted.
-// (The extension's own timed retries, for events that take longer, are tested in
-// tests/python/test_out_of_memory.py.)
+// as waiting for the GPU would (the runtime's failure path, RuntimeReclaimer::after_failure), so
+// the request is served at once: no error, no wait for other threads' frees, and no
+// out-of-memory counted. (Waiting for other threads' frees: tests/runtime/
+// runtime_failure_path_test.cpp.)
 TEST(PluggableAllocator, AFailedAllocationWaitsForPendingFrees) {
   constexpr int kDevice = 7;
   constexpr std::size_t kPage = 64 * kKiB;
@@ -234,6 +234,33 @@ TEST(PluggableAllocator, GraphCaptureIsRefusedBeforeItBegins) {
     ADD_FAILURE() << "a capture was let through";
   } catch (const std::runtime_error& e) {
     EXPECT_THAT(e.what(), testing::HasSubstr("CUDA graph capture is not supported"));
+  }
+}
+
+// The free names another device than the allocation's: the runtime that served the pointer
+// takes it back (counted there, nothing leaked, no invalid free anywhere).
+TEST(PluggableAllocator, AFreeNamingAnotherDeviceReachesTheRuntimeThatServedIt) {
+  constexpr int kDevice = 11;
+  void* p = stalloc_malloc(3000, kDevice, nullptr);
+  ASSERT_NE(p, nullptr);
+  void* q = stalloc_malloc(3000, kDevice + 1, nullptr);
+  ASSERT_NE(q, nullptr);
+  stalloc_free(p, 3000, kDevice + 1, nullptr);
+  EXPECT_EQ(stat("devices", kDevice, "invalid_frees"), 0u);
+  EXPECT_EQ(stat("devices", kDevice + 1, "invalid_frees"), 0u);
+  EXPECT_EQ(stat("devices", kDevice, "allocated_bytes"), 0u);
+  EXPECT_EQ(stat("devices", kDevice + 1, "allocated_bytes"), 3000u);
+  stalloc_free(q, 3000, kDevice + 1, nullptr);
+  EXPECT_EQ(stat("devices", kDevice + 1, "allocated_bytes"), 0u);
+}
+
+// A device index no runtime can serve: the message says so (nothing was printed before).
+TEST(PluggableAllocator, ADeviceOutOfRangeIsNamed) {
+  try {
+    stalloc_malloc(4096, 64, nullptr);
+    ADD_FAILURE() << "an allocation on device 64 returned";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("no such device"));
   }
 }
 

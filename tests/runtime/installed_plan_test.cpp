@@ -1,4 +1,4 @@
-#include "src/plan_installer.h"
+#include "src/installed_plan.h"
 
 #include <gtest/gtest.h>
 
