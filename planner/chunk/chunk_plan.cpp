@@ -131,7 +131,7 @@ void fill_mapping_figures(ChunkPlan& plan, std::uint64_t requests) {
   }
 }
 
-// Chunk mappings an alias install makes (src/plan_installer.cpp): each used chunk once in the
+// Chunk mappings an alias install makes (src/installed_plan.cpp): each used chunk once in the
 // pool's view, and every chunk of a range (a slot's chunks, a Dynamic slot's budget) that is
 // not one ascending run once more in a view of its own (views shared between such ranges
 // not counted).
