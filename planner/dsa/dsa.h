@@ -29,12 +29,27 @@ struct DsaOptions {
   // runs to the end (about a second for 100,000 irregular buffers on one core; a limit shorter
   // than that is exceeded); the search then improves the placement until the limit, and stops
   // earlier only when the peak reaches the lower bound (or the capacity, when one is given) or
-  // an exact search proves it optimal. 0: the portfolio only, with its cheaper members alone on
-  // large components (the physical-chunk planner's setting).
+  // an exact search proves it optimal. 0: no time limit when work_limit is set; else the
+  // portfolio only, with its cheaper members alone on large components (the physical-chunk
+  // planner's setting).
   double time_limit_seconds = 10.0;
-  // With time_limit_seconds == 0 the result is deterministic for a seed. With a time limit it
-  // depends on how far the search got: the same seed on a faster or less loaded machine may
-  // end lower.
+  // The searches' budget in buffer placements, summed over every search of the call: a node of
+  // the exact search places one buffer, an order of the order search places every buffer of its
+  // component, a window of the window search re-places the buffers it lifts and inserts the
+  // fixed ones around them. 0: none (the time limit alone bounds the search). Counted, not
+  // timed, so it means the same on a loaded or a faster machine.
+  //
+  // With a work limit the searches run on a schedule that depends on nothing but the problem,
+  // the seed and the limit: the exact search first with half of each component's share, then
+  // the order and window searches in rounds of three workers (on oneTBB when parallel, else one
+  // after the other) that do not stop one another, each round's best chosen by (peak, worker).
+  // So with a work limit and time limit 0 the result (offsets, peak, strategy, stop, work) is
+  // the same on every run, for every thread count and machine load. With a time limit it is
+  // that same result unless the time runs out first.
+  std::uint64_t work_limit = 0;
+  // With time_limit_seconds == 0 and no work limit the result is deterministic for a seed. With
+  // a time limit alone it depends on how far the search got: the same seed on a faster or less
+  // loaded machine may end lower.
   std::uint64_t seed = 1;
   bool parallel = true;  // portfolio members, components and search workers on oneTBB
 };
@@ -46,7 +61,8 @@ enum class DsaStop {
   Capacity,       // the peak is within the capacity asked for
   ProvedOptimal,  // the exact search refuted every lower peak (small components)
   TimeLimit,      // the time limit ran out first
-  NoSearch,       // time limit 0: the portfolio only
+  WorkLimit,      // the work limit ran out first
+  NoSearch,       // time limit 0 and no work limit: the portfolio only
 };
 
 std::string dsa_stop_name(DsaStop stop);  // "lower-bound", "capacity", "proved-optimal", ...
@@ -64,6 +80,7 @@ struct DsaSolution {
   // than a few thousand buffers).
   std::uint64_t best_fit_decreasing_peak_bytes = 0;
   DsaStop stop = DsaStop::NoSearch;
+  std::uint64_t work = 0;  // the searches' work, in DsaOptions::work_limit's units (always counted)
   bool stopped_at_lower_bound() const { return stop == DsaStop::LowerBound; }
 };
 

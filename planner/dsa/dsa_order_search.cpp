@@ -67,7 +67,10 @@ OrderSearchResult improve_by_orders(const OrderSearchRequest& request) {
     }
     return Clock::now() >= request.deadline;
   };
-  while (result.peak > target && !stopped()) {
+  auto out_of_work = [&] {
+    return request.work_limit != 0 && request.work_limit - result.work < n;
+  };
+  while (result.peak > target && !out_of_work() && !stopped()) {
     Params p;
     const std::uint64_t draw = rng() % 3;
     if (draw == 0 && !best_key.empty()) {
@@ -110,6 +113,7 @@ OrderSearchResult improve_by_orders(const OrderSearchRequest& request) {
     const auto offsets = place_in_order(buffers, order, p.placement, &tree, request.deadline);
     if (offsets.empty()) break;  // the deadline came first
     ++result.orders;
+    result.work += n;
     const std::uint64_t peak = placement_peak(buffers, offsets);
     if (peak < result.peak) {
       result.peak = peak;

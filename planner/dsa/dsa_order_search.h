@@ -17,9 +17,11 @@ struct OrderSearchRequest {
   const DsaConflictIndex* index = nullptr;          // over *buffers
   const std::vector<std::uint64_t>* incumbent = nullptr;  // a valid placement to improve on
   std::uint64_t target = 0;  // a peak at or below this ends the search
-  std::chrono::steady_clock::time_point deadline;
+  std::chrono::steady_clock::time_point deadline;  // time_point::max(): none
   std::uint64_t seed = 1;
   std::atomic<std::uint64_t>* shared_best = nullptr;  // as in WindowSearchRequest
+  // Buffer placements, buffers.size() per order; no order is begun that would pass it. 0: none.
+  std::uint64_t work_limit = 0;
 };
 
 struct OrderSearchResult {
@@ -27,6 +29,7 @@ struct OrderSearchResult {
   std::uint64_t peak = 0;
   std::uint64_t orders = 0;        // greedy placements made
   std::uint64_t improvements = 0;  // times the peak went down
+  std::uint64_t work = 0;          // buffer placements: orders times buffers
 };
 
 OrderSearchResult improve_by_orders(const OrderSearchRequest& request);

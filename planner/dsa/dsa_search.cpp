@@ -132,11 +132,14 @@ class SectionSearch {
   }
 
   // A placement (buffer index, offset) with peak <= capacity, or nullopt: then refuted() says
-  // whether no such placement exists (false when the time ran out first).
+  // whether no such placement exists (false when the time or the work ran out first). work:
+  // the most nodes this call may visit (UINT64_MAX: no limit).
   std::optional<std::vector<std::pair<std::uint32_t, std::uint64_t>>> solve(
-      std::uint64_t capacity, Clock::time_point deadline, std::uint64_t seed) {
+      std::uint64_t capacity, Clock::time_point deadline, std::uint64_t seed,
+      std::uint64_t work = UINT64_MAX) {
     capacity_ = capacity;
     deadline_ = deadline;
+    work_left_ = work;
     refuted_ = false;
     // The static rankings under a doubling node limit; then as many nodes again for short runs
     // of the rankings with keys jittered differently each time: some instances defeat all
@@ -166,6 +169,8 @@ class SectionSearch {
   }
 
   bool refuted() const { return refuted_; }
+
+  std::uint64_t work() const { return nodes_; }  // nodes visited, over every solve call
 
   // Another worker's best peak: the search stops (as on a timeout) once it is at most stop_at.
   void share(const std::atomic<std::uint64_t>* best, std::uint64_t stop_at) {
@@ -284,8 +289,12 @@ class SectionSearch {
   Outcome descend(const std::vector<std::uint32_t>& members, std::uint32_t lo, std::uint32_t hi,
                   std::uint64_t last_offset, std::uint32_t last_item, bool any_placed,
                   std::size_t depth) {
+    // The work budget ends the search as the deadline does; a restart's node limit only
+    // ends the restart.
+    if (work_left_ == 0) return Outcome::Timeout;
     if (nodes_left_ == 0) return Outcome::NodeLimit;
     --nodes_left_;
+    --work_left_;
     // A node costs O(members) already: the clock every 8 nodes is free, and large instances
     // (thousands of buffers, long lifetimes) no longer run far past the deadline.
     if ((++nodes_ & 7) == 0 && (Clock::now() > deadline_ || cancelled())) {
@@ -464,6 +473,7 @@ class SectionSearch {
   bool refuted_ = false;
   std::uint64_t nodes_ = 0;
   std::uint64_t nodes_left_ = 0;
+  std::uint64_t work_left_ = UINT64_MAX;
   std::vector<std::uint64_t> floor_;  // top of the highest placed buffer, per section
   std::vector<std::uint64_t> rem_;    // bytes of unplaced buffers, per section
   std::vector<std::uint32_t> cuts_;   // unplaced buffers crossing from section s to s + 1
@@ -548,19 +558,30 @@ SearchResult search_one(const SearchRequest& request) {
     }
     return peak;
   };
-  // First the target itself (70% of the time), then bisection between it and the best peak.
-  if (auto found = search.solve(request.target, start + (request.deadline - start) * 7 / 10,
-                                request.seed)) {
+  // First the target itself (70% of the time and of the work), then bisection between it and
+  // the best peak with what is left.
+  const bool no_deadline = request.deadline == Clock::time_point::max();
+  const auto target_deadline =
+      no_deadline ? request.deadline : start + (request.deadline - start) * 7 / 10;
+  const std::uint64_t limit = request.work_limit;
+  const std::uint64_t target_work =
+      limit == 0 ? UINT64_MAX : std::max<std::uint64_t>(1, limit / 10 * 7 + limit % 10 * 7 / 10);
+  auto work_left = [&] { return limit == 0 ? UINT64_MAX : limit - std::min(limit, search.work()); };
+  auto finish = [&] {
+    result.work = search.work();
+    return result;
+  };
+  if (auto found = search.solve(request.target, target_deadline, request.seed, target_work)) {
     apply(*found);
     result.reached_target = true;
-    return result;
+    return finish();
   }
   std::uint64_t lo = request.target + 1;
   if (search.refuted()) result.refuted_below = lo;
   std::uint64_t hi = result.peak - 1;
-  while (lo <= hi && Clock::now() < request.deadline && !search.cancelled()) {
+  while (lo <= hi && work_left() > 0 && Clock::now() < request.deadline && !search.cancelled()) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (auto found = search.solve(mid, request.deadline, request.seed)) {
+    if (auto found = search.solve(mid, request.deadline, request.seed, work_left())) {
       hi = apply(*found) - 1;
     } else if (search.refuted()) {
       lo = mid + 1;
@@ -570,7 +591,7 @@ SearchResult search_one(const SearchRequest& request) {
     }
   }
   result.proved_optimal = lo > hi;
-  return result;
+  return finish();
 }
 
 }  // namespace

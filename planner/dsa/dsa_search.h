@@ -16,11 +16,14 @@ struct SearchRequest {
                                                     // size > 0 and lower < upper
   const std::vector<std::uint64_t>* incumbent = nullptr;  // a valid placement to improve on
   std::uint64_t target = 0;                               // a peak at or below this ends the search
-  std::chrono::steady_clock::time_point deadline;
+  std::chrono::steady_clock::time_point deadline;  // time_point::max(): none
   std::uint64_t seed = 1;  // tie-breaking among equally ranked buffers
   // Optional, shared with other workers on the same buffers: lowered to each peak found; the
   // search stops once it is at most the target.
   std::atomic<std::uint64_t>* shared_best = nullptr;
+  // Search nodes (each places one buffer) over the whole call, the target's try and the
+  // bisection together; 0: none. Running out ends the search as the deadline does.
+  std::uint64_t work_limit = 0;
 };
 
 // Components larger than this (or with more than 30 million overlapping pairs) are left to the
@@ -35,6 +38,7 @@ struct SearchResult {
   bool reached_target = false;  // peak <= target
   bool proved_optimal = false;  // no placement has a lower peak
   std::uint64_t refuted_below = 0;  // no placement has a peak below this (0: nothing proved)
+  std::uint64_t work = 0;           // search nodes visited
 };
 
 // The target itself first, then bisection between it and the incumbent's peak: each refuted

@@ -10,6 +10,14 @@
 //   a quarter of the remaining time (at least half a second): after each round all restart
 //   from the best. All share the best peak found, so they stop together at the goal.
 //
+// With a work limit (DsaOptions::work_limit) the schedule is fixed instead, so that the result
+// depends on the work alone: on each component the exact search first, alone, with half of the
+// component's share of the work, then (unless it reached the goal) the order and window searches
+// on three workers in rounds of a quarter of the work left, each worker with its own part of the
+// round's work and none stopping another; the best of a round is chosen by (peak, worker index).
+// The workers of a round run in parallel when options.parallel is set, one after the other
+// otherwise: the same placements either way.
+//
 // Alongside, plain best-fit-decreasing on the whole problem: the result is never worse than it.
 // Components and portfolio members run in parallel, but each winner is chosen by (peak,
 // portfolio index), so the portfolio's result does not depend on the thread count.
@@ -156,21 +164,44 @@ std::size_t worker_count(bool parallel) {
 // every irregular instance measured), one the window search.
 bool orders(std::size_t w, std::uint64_t round) { return (w + round) % 3 != 2; }
 
+// With a work limit: the order and window search workers of a round, whatever the machine's
+// cores (two order searches and one window search per round, as orders() deals them).
+constexpr std::size_t kWorkScheduleWorkers = 3;
+// With a work limit, the least work of a round, per worker, in orders of the whole component
+// (the time schedule's rounds last at least half a second for the same reason: a restart from
+// the best placement costs a fresh start of each search).
+constexpr std::uint64_t kMinRoundOrders = 4;
+
 // The order and window searches by `workers` workers, in rounds, from `start` until its peak is
-// at most goal, the shared best is, or the deadline. Returns the best placement and its peak.
+// at most goal, the shared best is, or the deadline. With work != 0 the rounds are cut by work
+// instead of time (a quarter of what is left each, at least kMinRoundOrders orders per worker),
+// the workers share nothing while a round runs, and the work done is added to *used. Returns
+// the best placement and its peak.
 std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic_search(
     const Component& c, const DsaConflictIndex& index, std::vector<std::uint64_t> best,
     std::uint64_t best_peak, std::uint64_t goal, Clock::time_point deadline, std::uint64_t seed,
     std::size_t workers, bool parallel, std::atomic<std::uint64_t>& shared_best,
-    std::string* strategy) {
+    std::string* strategy, std::uint64_t work, std::uint64_t* used) {
+  const std::uint64_t at_start = *used;
   for (std::uint64_t round = 0; best_peak > goal; ++round) {
     const auto now = Clock::now();
     if (now >= deadline || shared_best.load(std::memory_order_relaxed) <= goal) break;
-    const auto round_end =
-        std::min(deadline, now + std::max<Clock::duration>((deadline - now) / 4,
-                                                           std::chrono::milliseconds(500)));
+    Clock::time_point round_end = deadline;
+    std::uint64_t allowance = 0;  // per worker, with a work limit
+    if (work != 0) {
+      const std::uint64_t left = work - (*used - at_start);
+      const std::uint64_t least = kMinRoundOrders * c.buffers.size() * workers;
+      allowance = std::min(left, std::max(left / 4, least)) / workers;
+      if (allowance == 0) break;
+    } else {
+      const auto length =
+          std::max<Clock::duration>((deadline - now) / 4, std::chrono::milliseconds(500));
+      round_end = std::min(deadline, now + length);
+    }
+    std::atomic<std::uint64_t>* shared = work != 0 ? nullptr : &shared_best;
     std::vector<std::vector<std::uint64_t>> offsets(workers);
     std::vector<std::uint64_t> peaks(workers, UINT64_MAX);
+    std::vector<std::uint64_t> done(workers, 0);
     for_each_index(workers, parallel, [&](std::size_t w) {
       const std::uint64_t worker_seed = seed * 1000003 + round * workers + w;
       if (orders(w, round)) {
@@ -181,10 +212,12 @@ std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic_search(
         request.target = goal;
         request.deadline = round_end;
         request.seed = worker_seed;
-        request.shared_best = &shared_best;
+        request.shared_best = shared;
+        request.work_limit = allowance;
         OrderSearchResult r = improve_by_orders(request);
         offsets[w] = std::move(r.offsets);
         peaks[w] = r.peak;
+        done[w] = r.work;
       } else {
         WindowSearchRequest request;
         request.buffers = &c.buffers;
@@ -193,19 +226,26 @@ std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic_search(
         request.target = goal;
         request.deadline = round_end;
         request.seed = worker_seed;
-        request.shared_best = &shared_best;
+        request.shared_best = shared;
+        request.work_limit = allowance;
         WindowSearchResult r = improve_by_windows(request);
         offsets[w] = std::move(r.offsets);
         peaks[w] = r.peak;
+        done[w] = r.work;
       }
     });
+    std::uint64_t round_work = 0;
     for (std::size_t w = 0; w < workers; ++w) {
+      round_work += done[w];
       if (peaks[w] < best_peak) {
         best_peak = peaks[w];
         best = std::move(offsets[w]);
         *strategy = orders(w, round) ? "order-search" : "window-search";
       }
     }
+    *used += round_work;
+    // Nothing fitted in the allowance: every later round would be the same.
+    if (work != 0 && round_work == 0) break;
   }
   return {std::move(best), best_peak};
 }
@@ -218,14 +258,16 @@ std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic_search(
 // worker, the exact search first for half the share. A larger component gets the order and
 // window searches on every worker until its peak is at most goal (the next lower component
 // peak) or the deadline. A proof that the exact search's peak is optimal stops the others.
-void search_component(Component& c, std::uint64_t goal, std::uint64_t floor,
-                      Clock::time_point share, Clock::time_point deadline, std::uint64_t seed,
-                      bool parallel) {
+// With work != 0 (the component's share of the work limit) the schedule is the fixed one of the
+// work limit (see the top of this file) and share is not used. Returns the work done.
+std::uint64_t search_component(Component& c, std::uint64_t goal, std::uint64_t floor,
+                               Clock::time_point share, Clock::time_point deadline,
+                               std::uint64_t seed, bool parallel, std::uint64_t work) {
   const std::vector<std::uint64_t> start = c.offsets;
   const std::uint64_t start_peak = c.peak;
   std::atomic<std::uint64_t> shared_best{c.peak};
   const DsaConflictIndex index(c.buffers);
-  const std::size_t workers = worker_count(parallel);
+  const std::size_t workers = work != 0 ? kWorkScheduleWorkers : worker_count(parallel);
   bool exact = c.buffers.size() <= kExactSearchMaxBuffers;
   if (exact) {
     std::uint64_t pairs = 0;
@@ -233,10 +275,10 @@ void search_component(Component& c, std::uint64_t goal, std::uint64_t floor,
     exact = pairs <= kExactSearchMaxPairs;
   }
   const std::uint64_t aim = exact ? floor : goal;
-  const Clock::time_point until = exact ? share : deadline;
+  const Clock::time_point until = exact && work == 0 ? share : deadline;
   SearchResult found;
-  auto run_exact = [&](Clock::time_point end) {
-    SearchRequest request{&c.buffers, &start, floor, end, seed, &shared_best};
+  auto run_exact = [&](Clock::time_point end, std::uint64_t exact_work) {
+    SearchRequest request{&c.buffers, &start, floor, end, seed, &shared_best, exact_work};
     found = search_below(request);
     if (found.proved_optimal) {
       std::uint64_t seen = shared_best.load();
@@ -246,21 +288,29 @@ void search_component(Component& c, std::uint64_t goal, std::uint64_t floor,
   };
   std::string heuristic_strategy;
   std::pair<std::vector<std::uint64_t>, std::uint64_t> heuristic{start, start_peak};
-  auto run_heuristics = [&](std::size_t count) {
+  std::uint64_t heuristic_work = 0;
+  auto run_heuristics = [&](std::size_t count, std::uint64_t allowance) {
     heuristic = heuristic_search(c, index, start, start_peak, aim, until, seed, count, parallel,
-                                 shared_best, &heuristic_strategy);
+                                 shared_best, &heuristic_strategy, allowance, &heuristic_work);
   };
+  if (work != 0) {
+    if (exact) run_exact(deadline, std::max<std::uint64_t>(1, work / 2));
+    if (!exact || !found.reached_target) {
+      const std::uint64_t left = work - std::min(work, found.work);
+      if (left > 0) run_heuristics(workers, left);
+    }
+  } else
 #ifdef STALLOC_HAVE_TBB
   if (exact && workers >= 2) {
     tbb::task_group group;
-    group.run([&] { run_exact(until); });
-    run_heuristics(workers - 1);
+    group.run([&] { run_exact(until, 0); });
+    run_heuristics(workers - 1, 0);
     group.wait();
   } else
 #endif
   {
-    if (exact) run_exact(Clock::now() + (until - std::min(until, Clock::now())) / 2);
-    if (!exact || !found.reached_target) run_heuristics(workers);
+    if (exact) run_exact(Clock::now() + (until - std::min(until, Clock::now())) / 2, 0);
+    if (!exact || !found.reached_target) run_heuristics(workers, 0);
   }
   if (exact && found.searched && found.peak < c.peak) {
     c.offsets = std::move(found.offsets);
@@ -277,6 +327,7 @@ void search_component(Component& c, std::uint64_t goal, std::uint64_t floor,
     c.bound = std::max(c.bound, c.peak);
     c.proved = true;
   }
+  return found.work + heuristic_work;
 }
 
 }  // namespace
@@ -291,6 +342,8 @@ std::string dsa_stop_name(DsaStop stop) {
       return "proved-optimal";
     case DsaStop::TimeLimit:
       return "time-limit";
+    case DsaStop::WorkLimit:
+      return "work-limit";
     case DsaStop::NoSearch:
       return "no-search";
   }
@@ -339,8 +392,15 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
   // A million seconds is forever enough and keeps the conversion to clock ticks from overflowing.
   const double seconds = std::clamp(options.time_limit_seconds, 0.0, 1e6);
   const bool with_time = seconds > 0;
+  const std::uint64_t work_limit = options.work_limit;
+  const bool with_work = work_limit != 0;
+  const bool searching = with_time || with_work;
   const auto deadline =
-      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+      with_time ? started + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(seconds))
+                : Clock::time_point::max();
+  std::uint64_t work_used = 0;
+  bool out_of_work = false;
 
   // Buffers of no size or no lifetime overlap nothing: offset 0, outside the real problem.
   std::vector<DsaBuffer> active;
@@ -365,7 +425,7 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
 
   // The baseline, on the whole problem: with a time limit always, else only when cheap.
   DsaSolution baseline;
-  const bool run_baseline = with_time || active.size() <= 4000;
+  const bool run_baseline = searching || active.size() <= 4000;
 #ifdef STALLOC_HAVE_TBB
   tbb::task_group background;
   if (run_baseline && options.parallel) {
@@ -417,7 +477,7 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
         Component& c = components[g];
         c.members = groups[g];
         for (std::uint32_t i : c.members) c.buffers.push_back(rest[i]);
-        GreedyResult greedy = run_portfolio(c.buffers, with_time, options.parallel);
+        GreedyResult greedy = run_portfolio(c.buffers, searching, options.parallel);
         c.offsets = std::move(greedy.offsets);
         c.peak = greedy.peak;
         c.strategy = member_name(default_portfolio()[greedy.member]);
@@ -440,7 +500,11 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
 
       // The searches on the component that makes the peak, until it is down to the next one
       // (or the floor), then on the next.
-      while (with_time && Clock::now() < deadline) {
+      while (searching && Clock::now() < deadline) {
+        if (with_work && work_used >= work_limit) {
+          out_of_work = true;
+          break;
+        }
         std::size_t highest = 0;
         std::uint64_t second = 0;
         for (std::size_t g = 0; g < components.size(); ++g) {
@@ -459,10 +523,19 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
         // search; the hardest (highest) comes first.
         std::size_t above = 0;
         for (const Component& other : components) above += other.peak > floor() ? 1 : 0;
+        above = std::max<std::size_t>(above, 1);
         const auto now = Clock::now();
-        const auto share = now + (deadline - now) / static_cast<long>(std::max<std::size_t>(above, 1));
-        search_component(c, goal, floor(), share, deadline, options.seed + highest,
-                         options.parallel);
+        const auto share = with_work ? deadline : now + (deadline - now) / static_cast<long>(above);
+        const std::uint64_t work_share =
+            with_work ? std::max<std::uint64_t>(1, (work_limit - work_used) / above) : 0;
+        const std::uint64_t done = search_component(c, goal, floor(), share, deadline,
+                                                    options.seed + highest, options.parallel,
+                                                    work_share);
+        work_used += done;
+        if (with_work && done == 0) {  // nothing fitted in the share: the next pass would repeat
+          out_of_work = true;
+          break;
+        }
       }
 
       const std::uint64_t peak = rest_peak();
@@ -505,9 +578,14 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
     solution.stop = DsaStop::ProvedOptimal;
   } else if (rest_at_bound) {
     solution.stop = DsaStop::LowerBound;
+  } else if (out_of_work) {
+    solution.stop = DsaStop::WorkLimit;
   } else {
-    solution.stop = with_time ? DsaStop::TimeLimit : DsaStop::NoSearch;
+    solution.stop = with_time ? DsaStop::TimeLimit
+                    : with_work ? DsaStop::WorkLimit
+                                : DsaStop::NoSearch;
   }
+  solution.work = work_used;
   solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   return solution;
 }

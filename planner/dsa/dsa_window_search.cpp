@@ -62,14 +62,14 @@ class WindowSearch {
   }
 
   WindowSearchResult run() {
-    WindowSearchResult result;
+    WindowSearchResult& result = result_;
     offsets_ = *request_.incumbent;
     result.offsets = offsets_;
     result.peak = placement_peak(buffers_, offsets_);
     DsaProblem problem;
     problem.buffers = buffers_;
     const std::uint64_t target = std::max(request_.target, dsa_lower_bound(problem));
-    if (result.peak <= target) return result;
+    if (result.peak <= target) return std::move(result_);
     std::uint64_t step = std::max<std::uint64_t>(1, (result.peak - target) / 2);
     set_level(std::max(target, result.peak - step));
     Wide best_excess = total_;
@@ -87,8 +87,9 @@ class WindowSearch {
         since_better = 0;
         continue;
       }
+      if (!choose_window()) break;  // the next window would pass the work limit
       ++result.windows;
-      if (replace_window()) ++result.accepted;
+      if (recreate()) ++result.accepted;
       result.lifted += lifted_.size();
       result.fixed += fixed_.size();
       if (total_ < best_excess) {
@@ -103,7 +104,7 @@ class WindowSearch {
         since_better = 0;
       }
     }
-    return result;
+    return std::move(result_);
   }
 
  private:
@@ -170,7 +171,9 @@ class WindowSearch {
     return scale == 0 ? 0 : rng_() % (std::uint64_t{1} << scale);
   }
 
-  bool replace_window() {
+  // Draws the next window into lifted_ and fixed_; false, and nothing to re-place, when it
+  // would take the work past the limit.
+  bool choose_window() {
     const std::size_t c = above_[rng_() % above_.size()];
     const DsaBuffer& centre = buffers_[c];
     const std::uint64_t from = std::max(first_, centre.lower - std::min(centre.lower, extension()));
@@ -185,7 +188,10 @@ class WindowSearch {
         fixed_.push_back(static_cast<std::uint32_t>(j));
       }
     });
-    return recreate();
+    const std::uint64_t cost = lifted_.size() + fixed_.size();
+    if (request_.work_limit != 0 && request_.work_limit - result_.work < cost) return false;
+    result_.work += cost;
+    return true;
   }
 
   // Puts the lifted buffers back among the fixed ones (and the pinned one at its new place);
@@ -247,6 +253,7 @@ class WindowSearch {
   }
 
   const WindowSearchRequest& request_;
+  WindowSearchResult result_;
   const std::vector<DsaBuffer>& buffers_;
   const DsaConflictIndex& index_;
   std::mt19937_64 rng_;

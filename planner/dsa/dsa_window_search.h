@@ -17,11 +17,14 @@ struct WindowSearchRequest {
   const DsaConflictIndex* index = nullptr;          // over *buffers
   const std::vector<std::uint64_t>* incumbent = nullptr;  // a valid placement to improve on
   std::uint64_t target = 0;  // a peak at or below this ends the search (raised to the bound)
-  std::chrono::steady_clock::time_point deadline;
+  std::chrono::steady_clock::time_point deadline;  // time_point::max(): none
   std::uint64_t seed = 1;
   // Optional, shared by workers on the same buffers: the best peak any of them has found. Each
   // lowers it when it improves, and stops once it is at or below the target.
   std::atomic<std::uint64_t>* shared_best = nullptr;
+  // Buffer placements: a window costs the buffers it lifts and the fixed ones around them (each
+  // goes into the occupancy tree); the search stops before a window that would pass it. 0: none.
+  std::uint64_t work_limit = 0;
 };
 
 struct WindowSearchResult {
@@ -32,6 +35,7 @@ struct WindowSearchResult {
   std::uint64_t fixed = 0;         // fixed buffers around them, summed over the windows
   std::uint64_t accepted = 0;      // re-placements kept
   std::uint64_t improvements = 0;  // times the peak went down
+  std::uint64_t work = 0;          // buffer placements: lifted plus fixed, summed over windows
 };
 
 WindowSearchResult improve_by_windows(const WindowSearchRequest& request);

@@ -2,7 +2,8 @@
 # `stalloc plan --dsa`: a small problem solved to its lower bound with a valid CSV written, the
 # --json report (time used, stop reason), a capacity that cannot be met (still exit 0), a
 # malformed CSV (non-zero exit, message naming the file and line), the best-fit-decreasing
-# baseline, and --dsa-generate (seeded instances, solved and checked).
+# baseline, --dsa-generate (seeded instances, solved and checked), and --work-limit (the same
+# result on every run).
 # Usage: plan_dsa.sh STALLOC_BIN SRC_DIR
 set -euo pipefail
 bin=$1
@@ -86,6 +87,28 @@ for out in "$tmp/g.out" "$tmp/b.out"; do
       { for (k in live) { split(k, r, ","); if (r[1] < $4 && $3 < r[2]) { print "overlap at " $1; exit 1 } }
         live[$3 "," $4] = 1 }' || fail "generated placement invalid ($out)"
 done
+# A work limit and no time limit: the same placement and report on every run (seed 5 needs the
+# search; it stops at the limit), the work in --json; without --work-limit no work fields.
+"$bin" plan --dsa-generate irregular --buffers 1500 --seed 5 -o "$tmp/w.csv" > /dev/null
+for run in 1 2; do
+  "$bin" plan --dsa "$tmp/w.csv" -o "$tmp/w$run.out" --time-limit 0 --work-limit 20000 --json \
+    > "$tmp/w$run.json" || fail "--work-limit"
+done
+cmp -s "$tmp/w1.out" "$tmp/w2.out" || fail "a work limit gave two placements"
+grep -q '"work_limit":20000' "$tmp/w1.json" || fail "work_limit: $(cat "$tmp/w1.json")"
+grep -q '"work":20000' "$tmp/w1.json" || fail "work: $(cat "$tmp/w1.json")"
+grep -q '"stop":"work-limit"' "$tmp/w1.json" || fail "stop: $(cat "$tmp/w1.json")"
+strip_time() { sed -E 's/"(milliseconds|seconds)":[0-9.e+-]+//g' "$1"; }
+[ "$(strip_time "$tmp/w1.json")" = "$(strip_time "$tmp/w2.json")" ] ||
+  fail "two reports: $(cat "$tmp/w1.json") vs $(cat "$tmp/w2.json")"
+"$bin" plan --dsa "$tmp/w.csv" -o "$tmp/w3.out" --time-limit 0 --work-limit 20000 > "$tmp/w.txt"
+grep -q "used the work limit: 20000 of 20000" "$tmp/w.txt" || fail "summary: $(cat "$tmp/w.txt")"
+if grep -q '"work' "$tmp/g.json"; then
+  fail "work fields without --work-limit: $(cat "$tmp/g.json")"
+fi
+if "$bin" plan --dsa "$tmp/w.csv" -o "$tmp/x.csv" --work-limit lots 2> "$tmp/err.txt"; then
+  fail "bad work limit accepted"
+fi
 if "$bin" plan --dsa-generate nonsense --buffers 10 -o "$tmp/x.csv" 2> "$tmp/err.txt"; then
   fail "unknown kind accepted"
 fi

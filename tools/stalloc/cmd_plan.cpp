@@ -1,6 +1,7 @@
 // `stalloc plan`: with --dsa, solves a MiniMalloc-style offset problem from CSV (--dsa-generate
 // writes one); otherwise plans a trace (plan_trace_command, owned by the trace planner).
 #include <cmath>
+#include <cstdint>
 #include <iostream>
 #include <stdexcept>
 #include <string>
@@ -22,7 +23,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: stalloc plan --dsa IN.csv --output OUT.csv [--capacity BYTES] [--time-limit SECONDS]\n"
-    "                    [--seed N] [--strategy anytime|best-fit-decreasing] [--json]\n"
+    "                    [--work-limit N] [--seed N] [--strategy anytime|best-fit-decreasing]\n"
+    "                    [--json]\n"
     "       stalloc plan --dsa-generate irregular|training --buffers N [--seed N] --output OUT.csv\n"
     "       stalloc plan TRACE... -o PLAN ...   (see the trace planner's options)\n\n"
     "--dsa: read buffers (id,lower,upper,size) from IN.csv, give each an offset so that buffers\n"
@@ -35,7 +37,13 @@ constexpr const char* kUsage =
     "  --time-limit SECONDS  wall-clock time for the whole run (default 10): the heuristics run\n"
     "                        to the end, then the search improves until the limit or until the\n"
     "                        peak reaches the lower bound (or the capacity), or is proved optimal;\n"
-    "                        0: the heuristics only\n"
+    "                        0: the heuristics only (with --work-limit: no time limit)\n"
+    "  --work-limit N        bound the search by work instead of, or as well as, time: N buffer\n"
+    "                        placements summed over the searches (a node of the exact search\n"
+    "                        places one buffer, an order of the order search every buffer of its\n"
+    "                        component, a window the buffers in it); default 0: none. With\n"
+    "                        --time-limit 0 the result is the same on every run and machine\n"
+    "                        for a seed; --json then adds work_limit and work (the work done)\n"
     "  --seed N              seed of the search (default 1); with --time-limit 0 the result is\n"
     "                        deterministic for a seed\n"
     "  --strategy S          anytime (default), or best-fit-decreasing: the plain baseline alone\n"
@@ -110,6 +118,14 @@ int plan_dsa(const std::vector<std::string>& raw) {
     }
     options.time_limit_seconds = seconds;
   }
+  const bool has_work_limit = args.option("--work-limit", &text);
+  if (has_work_limit) {
+    const auto work = parse_u64(text);
+    if (!work) {
+      throw UsageError("--work-limit: expected a non-negative integer, got '" + text + "'");
+    }
+    options.work_limit = *work;
+  }
   if (args.option("--seed", &text)) {
     const auto seed = parse_u64(text);
     if (!seed) throw UsageError("--seed: expected a non-negative integer, got '" + text + "'");
@@ -164,6 +180,10 @@ int plan_dsa(const std::vector<std::string>& raw) {
     w.field("milliseconds", solution.milliseconds);
     w.field("seconds", solution.milliseconds / 1000.0);
     w.field("time_limit_seconds", limit);
+    if (has_work_limit) {
+      w.field("work_limit", baseline ? std::uint64_t{0} : options.work_limit);
+      w.field("work", solution.work);
+    }
     w.field("stop", dsa_stop_name(solution.stop));
     w.field("stopped_at_lower_bound", solution.stopped_at_lower_bound());
     w.field("greedy_peak_bytes", solution.greedy_peak_bytes);
@@ -198,6 +218,10 @@ int plan_dsa(const std::vector<std::string>& raw) {
         break;
       case DsaStop::TimeLimit:
         std::cout << "used the time limit: " << used << " s of " << limit << " s";
+        break;
+      case DsaStop::WorkLimit:
+        std::cout << "used the work limit: " << solution.work << " of " << options.work_limit
+                  << " after " << used << " s";
         break;
       case DsaStop::NoSearch:
         std::cout << "no search (" << (baseline ? "best-fit-decreasing" : "time limit 0")

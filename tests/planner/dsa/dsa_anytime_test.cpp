@@ -1,7 +1,8 @@
 // The anytime part of the offset planner (issue 20): the order and window searches on their
 // own, and what solve_dsa promises around them (never worse than best-fit-decreasing, the stop
 // reason, large components searched). No timing asserts: searches that must improve are given
-// a target just below their start, so they end at the first improvement whatever the machine.
+// a target just below their start, so they end at the first improvement, and a work limit
+// instead of a deadline, so that whether they get there does not depend on the machine.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -57,8 +58,10 @@ TEST(DsaOrderSearch, ImprovesBestFitDecreasingAndStaysValid) {
   request.index = &index;
   request.incumbent = &s.offsets;
   request.target = s.peak - 1;  // the first improvement ends it
-  request.deadline = Clock::now() + std::chrono::seconds(60);
+  request.deadline = Clock::time_point::max();
   request.seed = 3;
+  // The first order improves: 2,983 placements (its buffers).
+  request.work_limit = 12'000;
   const OrderSearchResult r = improve_by_orders(request);
   EXPECT_LT(r.peak, s.peak);
   EXPECT_GE(r.orders, 1u);
@@ -75,8 +78,10 @@ TEST(DsaWindowSearch, ImprovesBestFitDecreasingAndStaysValid) {
   request.index = &index;
   request.incumbent = &s.offsets;
   request.target = s.peak - 1;
-  request.deadline = Clock::now() + std::chrono::seconds(60);
+  request.deadline = Clock::time_point::max();
   request.seed = 3;
+  // The first improvement comes after 8,883 placements (lifted and fixed, over the windows).
+  request.work_limit = 36'000;
   const WindowSearchResult r = improve_by_windows(request);
   EXPECT_LT(r.peak, s.peak);
   EXPECT_GE(r.windows, 1u);
@@ -182,7 +187,10 @@ TEST(DsaSolverAnytime, TiedComponentsBothComeDown) {
   }
   p.capacity = 1048576;
   DsaOptions options;
-  options.time_limit_seconds = 20;  // generous for sanitizer builds; under a second in release
+  options.time_limit_seconds = 0;
+  // Both come down after 61,586 nodes of the exact search; the least limit that passes is about
+  // 176,000 (the exact search gets half of each component's share, 70% of it for the capacity).
+  options.work_limit = 700'000;
   const DsaSolution s = solve_valid(p, options);
   EXPECT_TRUE(s.within_capacity) << s.peak_bytes;
   EXPECT_NE(s.strategy.find("2 components"), std::string::npos) << s.strategy;
@@ -192,7 +200,10 @@ TEST(DsaSolverAnytime, StopReasons) {
   DsaProblem p;
   p.buffers = {{0, 0, 5, 10, 1}, {1, 0, 5, 20, 1}, {2, 5, 9, 30, 1}};
   DsaOptions options;
-  options.time_limit_seconds = 100;  // not used: the lower bound is reached at once
+  options.time_limit_seconds = 0;
+  // The lower bound is reached at once. Below, the optimum 9 is proved after 13 nodes (the
+  // least limit that proves it: 19).
+  options.work_limit = 80;
   DsaSolution s = solve_valid(p, options);
   EXPECT_EQ(s.stop, DsaStop::LowerBound);
   EXPECT_TRUE(s.stopped_at_lower_bound());
@@ -206,15 +217,57 @@ TEST(DsaSolverAnytime, StopReasons) {
   p.capacity = 16;
   EXPECT_EQ(solve_valid(p, options).stop, DsaStop::Capacity);
   p.capacity = 0;
-  options.time_limit_seconds = 0;
+  options.work_limit = 0;
   EXPECT_EQ(solve_valid(p, options).stop, DsaStop::NoSearch);
 
-  // A random instance whose bound is out of reach in a short limit.
+  // A random instance whose bound is out of reach in a short limit, of time or of work.
   p.buffers = dsa_test::random_buffers(3000, 8, 512);
   options.time_limit_seconds = 0.2;
   s = solve_valid(p, options);
   if (s.peak_bytes > s.lower_bound_bytes) {
     EXPECT_EQ(s.stop, DsaStop::TimeLimit);
+  }
+  options.time_limit_seconds = 0;
+  options.work_limit = 2000;
+  s = solve_valid(p, options);
+  EXPECT_LE(s.work, options.work_limit);
+  if (s.peak_bytes > s.lower_bound_bytes) {
+    EXPECT_EQ(s.stop, DsaStop::WorkLimit);
+    EXPECT_EQ(dsa_stop_name(s.stop), "work-limit");
+  }
+}
+
+// With a work limit and no time limit the schedule depends on nothing but the problem, the seed
+// and the limit: the same answer run after run, with the searches in parallel or not. A random
+// instance of three components where the exact search runs out of its half and the order and
+// window searches find the best placement after it, and MiniMalloc's A, where the exact search
+// reaches the capacity.
+TEST(DsaSolverAnytime, WorkLimitIsDeterministic) {
+  std::vector<DsaProblem> problems(2);
+  problems[0].buffers = dsa_test::random_buffers(1500, 8, 512);
+  problems[1].buffers = read_dsa_csv_file(std::string(STALLOC_SOURCE_DIR) +
+                                          "/tests/data/minimalloc/A.1048576.csv")
+                            .buffers;
+  problems[1].capacity = 1048576;
+  const std::uint64_t limits[] = {60'000, 400'000};
+  for (std::size_t k = 0; k < problems.size(); ++k) {
+    const DsaProblem& p = problems[k];
+    DsaOptions options;
+    options.time_limit_seconds = 0;
+    options.work_limit = limits[k];
+    options.seed = 7;
+    const DsaSolution first = solve_valid(p, options);
+    EXPECT_GT(first.work, 0u) << k;
+    EXPECT_LE(first.work, options.work_limit) << k;
+    for (bool parallel : {true, false}) {
+      options.parallel = parallel;
+      const DsaSolution again = solve_valid(p, options);
+      EXPECT_EQ(again.offsets, first.offsets) << k << " parallel " << parallel;
+      EXPECT_EQ(again.peak_bytes, first.peak_bytes) << k;
+      EXPECT_EQ(again.strategy, first.strategy) << k;
+      EXPECT_EQ(again.stop, first.stop) << k;
+      EXPECT_EQ(again.work, first.work) << k;
+    }
   }
 }
 

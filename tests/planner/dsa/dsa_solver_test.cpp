@@ -89,7 +89,10 @@ TEST(DsaSolver, MiniMallocReadmeExampleReachesCapacity) {
   p.capacity = 12;
   p.buffers = {buffer(1, 0, 3, 4), buffer(2, 3, 9, 4), buffer(3, 0, 9, 4), buffer(4, 9, 21, 4),
                buffer(5, 0, 21, 4)};
-  const DsaSolution s = solve_checked(p);
+  DsaOptions options;
+  options.time_limit_seconds = 0;
+  options.work_limit = 10'000;  // the portfolio reaches it: no search work
+  const DsaSolution s = solve_checked(p, options);
   EXPECT_EQ(s.peak_bytes, 12u);
   EXPECT_TRUE(s.within_capacity);
 }
@@ -105,8 +108,10 @@ TEST(DsaSolver, MatchesBruteForceOptimumOnTinyInstances) {
     }
     const std::uint64_t optimum = brute_force_optimum(p.buffers);
     DsaOptions options;
-    options.time_limit_seconds = 5;
-    EXPECT_EQ(solve_checked(p, options).peak_bytes, optimum) << "round " << round;
+    options.time_limit_seconds = 0;
+    options.work_limit = 10'000;  // the portfolio reaches the optimum in every round: no search
+    const DsaSolution s = solve_checked(p, options);
+    EXPECT_EQ(s.peak_bytes, optimum) << "round " << round;
   }
 }
 
@@ -141,7 +146,9 @@ TEST(DsaSolver, PerfectTilingsReachTheirHeight) {
     DsaOptions options;
     options.time_limit_seconds = 0;
     if (!solve_checked(p, options).within_capacity) ++greedy_misses;
-    options.time_limit_seconds = 10;
+    // The searches need at most 3,138 nodes in a round; the least limit that passes every
+    // round is about 9,000.
+    options.work_limit = 36'000;
     const DsaSolution s = solve_checked(p, options);
     EXPECT_EQ(s.lower_bound_bytes, 1000u);
     EXPECT_TRUE(s.within_capacity) << "round " << round << ": peak " << s.peak_bytes;
@@ -156,7 +163,8 @@ TEST(DsaSolver, ProvesOptimumAboveLowerBound) {
   p.buffers = {buffer(0, 0, 4, 1), buffer(1, 0, 4, 1), buffer(2, 1, 3, 1), buffer(3, 4, 6, 2)};
   for (DsaBuffer& b : p.buffers) b.alignment = 4;
   DsaOptions options;
-  options.time_limit_seconds = 5;
+  options.time_limit_seconds = 0;
+  options.work_limit = 80;  // the proof takes 13 nodes (DsaSolverAnytime.StopReasons)
   const DsaSolution s = solve_checked(p, options);
   EXPECT_EQ(s.lower_bound_bytes, 3u);
   EXPECT_EQ(s.peak_bytes, 9u);
