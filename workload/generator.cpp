@@ -20,11 +20,11 @@ using gen::Scope;
 using gen::ScopeGuard;
 using gen::StageState;
 using gen::Tensor;
-using gen::TraceBuilder;
+using gen::TensorBuilder;
 
 class PipelineDriver {
  public:
-  PipelineDriver(const GeneratorConfig& cfg, TraceBuilder& b, ModelEmitter& model)
+  PipelineDriver(const GeneratorConfig& cfg, TensorBuilder& b, ModelEmitter& model)
       : cfg_(cfg), b_(b), model_(model), microbatches_(microbatches_per_iteration(cfg)) {}
 
   void run_iteration() {
@@ -228,7 +228,7 @@ class PipelineDriver {
   }
 
   const GeneratorConfig& cfg_;
-  TraceBuilder& b_;
+  TensorBuilder& b_;
   ModelEmitter& model_;
   std::uint64_t microbatches_;
   std::vector<Tensor> reported_losses_;
@@ -241,7 +241,7 @@ Trace generate_trace(const GeneratorConfig& cfg) {
   Trace trace;
   trace.meta["source"] = "stalloc gen";
   trace.meta["generator"] = describe_config(cfg);
-  TraceBuilder builder(&trace);
+  TensorBuilder builder(&trace);
   ModelEmitter model(cfg, builder);
   PipelineDriver driver(cfg, builder, model);
   const std::vector<std::uint64_t> seqs = gen::iteration_sequence_lengths(cfg);

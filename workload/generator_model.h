@@ -128,7 +128,7 @@ struct StageState {
 
 class ModelEmitter {
  public:
-  ModelEmitter(const GeneratorConfig& cfg, TraceBuilder& builder);
+  ModelEmitter(const GeneratorConfig& cfg, TensorBuilder& builder);
 
   // Model weights, gradient buffers and the optimizer's fp32 main parameters: allocated once,
   // never freed (Adam's moments follow at the first optimizer step unless made eagerly).
@@ -208,7 +208,7 @@ class ModelEmitter {
   std::int32_t layer_offset(std::uint64_t chunk) const;
 
   const GeneratorConfig& cfg_;
-  TraceBuilder& b_;
+  TensorBuilder& b_;
   ParamSizes params_;
   Dims d_;
   std::uint32_t iteration_ = 0;

@@ -20,7 +20,7 @@ constexpr std::uint64_t kFp32 = 4;
 constexpr std::uint64_t kInt64 = 8;
 }  // namespace
 
-ModelEmitter::ModelEmitter(const GeneratorConfig& cfg, TraceBuilder& builder)
+ModelEmitter::ModelEmitter(const GeneratorConfig& cfg, TensorBuilder& builder)
     : cfg_(cfg), b_(builder), params_(cfg), layers_per_chunk_(cfg.layers / (cfg.pp * cfg.vpp)) {}
 
 bool ModelEmitter::first_stage(std::uint64_t chunk) const {

@@ -79,7 +79,7 @@ TEST(RuntimeGraphCapture, AFreeOnACapturedStreamWaitsForTheCaptureToEnd) {
 // (stalloc replay makes them on a GPU): a capture of the handle given for index 1 refuses that
 // index's first malloc, and without the table the index itself is the handle.
 TEST(RuntimeGraphCapture, ReplayUsesTheStreamHandlesGiven) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   const std::uint64_t a = b.alloc(2 * kG, 1);
   b.free(a);
   auto driver = host_driver();

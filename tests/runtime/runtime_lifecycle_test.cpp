@@ -100,7 +100,7 @@ TEST(RuntimeLifecycle, ASettledWorkloadsPoolIsMadeOfRuns) {
 // the tensors' data intact, and no more memory than with pool_runs:false. Under the GPU lag of
 // STALLOC_TEST_GPU_LAG too (a split then waits for the device, once in the iteration).
 TEST(RuntimeLifecycle, RunsAreSplitWhenTheWorkloadLeavesItsPlan) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int w = 0; w < 3; ++w) b.alloc(3 * kG + 100);
   for (int i = 0; i < 8; ++i) {
     add_training_iteration(b, (i < 4 ? 8 : 12) * kG - 100);
@@ -284,7 +284,7 @@ TEST(RuntimeLifecycle, OnlinePagesServeTheProfiledIterationsWithFewerChunks) {
 // the data survive, and it holds no more memory than with a chunk per page (iteration 1 repeats
 // iteration 0's requests on the pages kept mapped). 2,570 creates -> 1,026.
 TEST(RuntimeLifecycle, ExtentsCutTheCreatesOfAnOnlineWorkload) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int it = 0; it < 2; ++it) {
     std::vector<std::uint64_t> ids;
     // 160 tensors of 1 MiB + 4 KiB (16 granules of 64 KiB and a part): 161 MiB held at the end,
@@ -338,7 +338,7 @@ TEST(RuntimeLifecycle, APlanInstalledWhileTheGpuIsBehindWaitsRatherThanGrowBesid
 // the iteration's end, they share chunks with the forward's activations, every request of the
 // planned iterations takes its slot and the data survive.
 TEST(RuntimeLifecycle, GradientsCarriedIntoTheNextIterationShareTheActivationsChunks) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   std::uint64_t grad = UINT64_MAX;
   for (int it = 0; it < 6; ++it) {
     const std::uint64_t input = b.alloc(2 * kG);

@@ -21,7 +21,7 @@ using namespace testing_support;
 // temporary): the extra is served dynamically, matching looks ahead past the missing one, and
 // every other request still gets its slot.
 TEST(RuntimeMatching, ResynchronisesAfterAnExtraAndAMissingRequest) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < 6; ++i) {
     if (i == 3) {
@@ -73,7 +73,7 @@ TEST(RuntimeMatching, ARunOfChangedSizesDoesNotDerailThePlan) {
   constexpr int kRequests = 60;
   constexpr int kChangedFrom = 10;
   constexpr int kChanged = 20;
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int it = 0; it < 5; ++it) {
     std::vector<std::uint64_t> ids;
@@ -101,7 +101,7 @@ TEST(RuntimeMatching, ARunOfChangedSizesDoesNotDerailThePlan) {
 // than the plan will), and iteration 3 makes two tensors the plan lacks, one after the first
 // planned tensor and one after the fifth, both freed at its end.
 Trace extra_tensors_below_the_high_water() {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int it = 0; it < 5; ++it) {
     const std::uint64_t temporary = it == 0 ? b.alloc(16 * kG) : 0;
@@ -139,7 +139,7 @@ TEST(RuntimeMatching, GrowthBelowTheMostEverHeldLendsNoChunkALaterSlotNeeds) {
 
 // Two sequence lengths alternate, after a persistent weight.
 Trace alternating_lengths_trace() {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < 8; ++i) {
     add_training_iteration(b, i % 2 == 0 ? 2 * kG + 4096 : 3 * kG + 8192, 3);
@@ -177,7 +177,7 @@ TEST(RuntimeMatching, PlanCacheServesAlternatingSignatures) {
 // switch plans) are interrupted once by A; the B after that A is followed by B again, and
 // predicting A there (what followed B last time) would miss the extra tensor.
 TEST(RuntimeMatching, AOneOffIterationDoesNotRedirectThePrediction) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < 9; ++i) {
     add_training_iteration(b, 2 * kG + 4096, 8);
@@ -218,7 +218,7 @@ TEST(RuntimeMatching, OnePlanAtTheLargestSizesServesBothSequenceLengths) {
 // holds the pool and a few chunks more, but not the short iteration beside the pool, nothing
 // fails.
 TEST(RuntimeMatching, IterationThePlanDoesNotFitIsServedOnIdlePoolChunks) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   const std::uint64_t long_act = 6 * kG + 8192;
   const std::uint64_t short_act = 4 * kG + 4096;
@@ -245,7 +245,7 @@ TEST(RuntimeMatching, IterationThePlanDoesNotFitIsServedOnIdlePoolChunks) {
 // Every iteration has a sequence length of its own (the activations' sizes), as with variable
 // sequence lengths; iteration `extra_at` (if any) makes one request more.
 Trace varying_lengths_trace(int iterations, int extra_at = -1) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < iterations; ++i) {
     if (i == extra_at) b.free(b.alloc(12345));
@@ -309,7 +309,7 @@ TEST(RuntimeMatching, DynamicSlotsServeEverySequenceLengthFromOnePlan) {
 
 // An iteration whose tensors all scale with the sequence length (activations, temporaries,
 // gradients) but for the optimizer's two small ones.
-void add_length_iteration(TraceBuilder& b, std::uint64_t length, int layers) {
+void add_length_iteration(ThreadedTraceBuilder& b, std::uint64_t length, int layers) {
   std::vector<std::uint64_t> acts;
   for (int l = 0; l < layers; ++l) {
     acts.push_back(b.alloc(length * 3000 + static_cast<std::uint64_t>(l) * 512));
@@ -328,7 +328,7 @@ void add_length_iteration(TraceBuilder& b, std::uint64_t length, int layers) {
 // temporaries before its first forward pass, and iteration 1 makes a buffer that it keeps (the
 // sequence-parallel gather buffer, made again only at a longer length).
 Trace megatron_like_lengths_trace(int layers) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   std::vector<std::uint64_t> temporaries;
   for (int t = 0; t < 6; ++t) temporaries.push_back(b.alloc(7777 + static_cast<std::uint64_t>(t)));
@@ -378,7 +378,7 @@ TEST(RuntimeMatching, TheFirstPlanOfVariableLengthsIsFollowedFromIterationTwo) {
 TEST(RuntimeMatching, APlanOfFixedSlotsWhoseSizesJustChangedIsNotInstalled) {
   constexpr int kLayers = 6;
   constexpr int kExperts = 8;
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int it = 0; it < 8; ++it) {
     for (int l = 0; l < kLayers; ++l) {
       std::vector<std::uint64_t> ids;
@@ -439,7 +439,7 @@ TEST(RuntimeMatching, SwitchesToThePlanWhoseDynamicSlotFits) {
 TEST(RuntimeMatching, AnIterationAlmostOnItsPlanIsNotPlannedAgain) {
   const int layers = 40;
   ASSERT_GE(allocations_per_iteration(layers), 100u);
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < 7; ++i) {
     if (i == 4) b.free(b.alloc(12345));
@@ -482,7 +482,7 @@ TEST(RuntimeMatching, AnIterationAlmostOnItsPlanIsNotPlannedAgain) {
 // no second plan, no install, and no VMM call beyond a small page.
 TEST(RuntimeMatching, TinyTensorsThatTradeSizesNeitherDerailNorReplanThePlan) {
   const int layers = 60;  // 120 slots: more off the plan than one in a hundred
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int it = 0; it < 6; ++it) {
     std::vector<std::uint64_t> acts;
@@ -528,7 +528,7 @@ TEST(RuntimeMatching, AutoPlansSizesThatVaryTogetherAtTheirLargest) {
 // they become Dynamic slots, and a buffer larger than any seen before is still matched. Planned
 // at their largest (varying_sizes:largest) it is a miss.
 TEST(RuntimeMatching, AutoKeepsSizesThatVaryApartDynamic) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int i = 0; i < 8; ++i) {
     const std::uint64_t first =
         i == 7 ? 4 * kG + kG / 2 + 100 : kG * static_cast<std::uint64_t>(1 + i % 3) + 100;
@@ -564,7 +564,7 @@ TEST(RuntimeMatching, AnEvictedPlanIsUnmappedOnlyAfterItsStreamsWork) {
   auto host = host_driver();
   vmm::FaultInjectingDriver driver(*host);
   Runtime rt(test_config("profile_iterations:1,plan_cache_size:2,varying_sizes:off"), driver);
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   b.alloc(3 * kG);
   for (int i = 0; i < 9; ++i) {  // three sequence lengths in turn: one plan too many
     add_training_iteration(b, 2 * kG + 4096 + static_cast<std::uint64_t>(i % 3) * (kG / 2), 3);
@@ -585,7 +585,7 @@ TEST(RuntimeMatching, AnEvictedPlanIsUnmappedOnlyAfterItsStreamsWork) {
 // Phases of tensors that live together and die together, each phase with other sizes: later
 // phases reuse the chunks of earlier ones in the same order, so slots share views.
 Trace phased_trace(int iterations, int phases, int per_phase) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int it = 0; it < iterations; ++it) {
     for (int p = 0; p < phases; ++p) {
       std::vector<std::uint64_t> ids;
@@ -604,7 +604,7 @@ Trace phased_trace(int iterations, int phases, int per_phase) {
 // finds free, and so its chunk sequence, differ from one to the next, and alias mode maps a
 // view for nearly every tensor, where windowed mode maps only those of the current window.
 Trace staggered_trace(int iterations, int per_iteration, int lag) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int it = 0; it < iterations; ++it) {
     std::vector<std::uint64_t> ids;
     for (int i = 0; i < per_iteration; ++i) {
@@ -659,7 +659,7 @@ TEST(RuntimeMatching, AnAliasPlanOverTheMappingLimitFallsBackToOffset) {
 // request and frees it last, so that the first plan's slot for it is taken and that plan is not
 // idle while the new shape is profiled.
 Trace then_another_shape(const Trace& first, std::uint64_t live, bool hold_first) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   std::unordered_map<std::uint64_t, std::uint64_t> id_of;
   for (const Event& e : first.events) {
     if (e.kind == EventKind::Alloc) {
@@ -745,7 +745,7 @@ TEST(RuntimeMatching, AliasViewsAreSharedBetweenSlotsWithTheSameChunks) {
 // Three 2-chunk tensors per iteration: X and Y live together, Z after both; the plan gives X
 // chunks 0-1, Y 2-3 and Z `z_chunks`.
 struct ThreeSlotPlan {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   ChunkPlan plan;
   explicit ThreeSlotPlan(std::vector<std::uint32_t> z_chunks) {
     for (int it = 0; it < 4; ++it) {
@@ -807,7 +807,7 @@ TEST(RuntimeMatching, AViewOfItsOwnForEachSlotAndOneAccessCallPerStage) {
 // MoE-like: one tensor grows every iteration. With varying_sizes:dynamic the plan, made from
 // two iterations, makes it a Dynamic slot matched by position; with off, it is a miss.
 TEST(RuntimeMatching, VaryingSizesBecomeDynamicSlots) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int i = 0; i < 7; ++i) {
     std::uint64_t routed = b.alloc(kG * static_cast<std::uint64_t>(1 + i) + 100);
     add_training_iteration(b, 2 * kG + 4096, 2);
@@ -999,7 +999,7 @@ TEST(RuntimeMatching, ADynamicTensorGrowsOnlyOverItsOwnBudget) {
 // at the largest size seen, and once every size has been seen, every iteration fits the plan
 // with no miss, no re-planning and no VMM call; allocated bytes count what was asked for.
 TEST(RuntimeMatching, VaryingSizesFitInSlotsPlannedAtTheLargest) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   const std::uint64_t routed_sizes[] = {2 * kG + 100, 5 * kG + 300, kG + 7, 3 * kG};
   for (int i = 0; i < 10; ++i) {
     std::uint64_t routed = b.alloc(routed_sizes[i % 4]);

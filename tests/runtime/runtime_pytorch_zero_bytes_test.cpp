@@ -17,7 +17,7 @@ using namespace testing_support;
 // same time as the first (their pointers must differ: PyTorch's pluggable allocator keys its
 // books by pointer).
 Trace zero_byte_trace(int iterations, bool varying = false) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int it = 0; it < iterations; ++it) {
     const std::uint64_t a = b.alloc(5 * kG + 100);
     // varying: an expert buffer that is empty in every other iteration.

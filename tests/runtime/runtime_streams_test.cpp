@@ -90,7 +90,7 @@ TEST(RuntimeStreams, APackedReuseWaitsOnTheMarkOfTheRecordedStream) {
 // wait for the first, every iteration, with no VMM call.
 TEST(RuntimeStreams, PlannedChunkChangingStreamIsOrdered) {
   auto run = [](std::uint32_t second_stream) {
-    TraceBuilder b;
+    ThreadedTraceBuilder b;
     for (int i = 0; i < 5; ++i) {
       b.free(b.alloc(2 * kG, 0));
       b.free(b.alloc(2 * kG, second_stream));
@@ -114,7 +114,7 @@ TEST(RuntimeStreams, PlannedChunkChangingStreamIsOrdered) {
 // recorded at the reuse that would cover stream 0's later work too; under lag (CI) every use of
 // the chunk on stream 1 is still ordered after stream 0's (unguarded_uses, Driver::gpu_use).
 TEST(RuntimeStreams, APlannedReuseOnAnotherStreamWaitsOnAFreeMark) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int i = 0; i < 5; ++i) {
     b.free(b.alloc(4 * kG, 0));
     for (std::uint64_t k = 0; k <= StreamSync::kFreesPerMark; ++k) b.free(b.alloc(300, 0));

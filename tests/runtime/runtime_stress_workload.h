@@ -84,7 +84,7 @@ struct Live {
 
 // Two iterations of a training loop with different activation sizes (signatures A and B).
 inline Trace two_signature_trace() {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   add_training_iteration(b, 2 * kG + 4096, 3);
   b.next_iteration();
   add_training_iteration(b, 3 * kG + 8192, 3);

@@ -10,29 +10,7 @@
 
 namespace stalloc::testing_support {
 
-std::uint64_t TraceBuilder::alloc(std::uint64_t size, std::uint32_t stream, std::uint16_t thread) {
-  Event e;
-  e.kind = EventKind::Alloc;
-  e.id = next_id_++;
-  e.size = size;
-  e.stream = stream;
-  e.iteration = iteration_;
-  e.thread = thread;
-  trace_.events.push_back(e);
-  live_.push_back(e);
-  return e.id;
-}
-
-void TraceBuilder::free(std::uint64_t id) {
-  auto it = std::find_if(live_.begin(), live_.end(), [&](const Event& e) { return e.id == id; });
-  Event e = *it;
-  live_.erase(it);
-  e.kind = EventKind::Free;
-  e.iteration = iteration_;
-  trace_.events.push_back(e);
-}
-
-void add_training_iteration(TraceBuilder& b, std::uint64_t act, int layers) {
+void add_training_iteration(ThreadedTraceBuilder& b, std::uint64_t act, int layers) {
   std::vector<std::uint64_t> acts;
   for (int l = 0; l < layers; ++l) {
     acts.push_back(b.alloc(act + static_cast<std::uint64_t>(l) * 512));
@@ -54,7 +32,7 @@ std::uint64_t allocations_per_iteration(int layers) {
 }
 
 Trace periodic_trace(int iterations, std::uint64_t act, int layers) {
-  TraceBuilder b;
+  ThreadedTraceBuilder b;
   for (int w = 0; w < 3; ++w) b.alloc(3 * kG + 100);
   for (int i = 0; i < iterations; ++i) {
     add_training_iteration(b, act, layers);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "trace/trace.h"
+#include "trace/trace_builder.h"
 #include "src/runtime.h"
 #include "src/physical_memory.h"
 #include "src/plan_pool.h"
@@ -33,24 +34,24 @@ struct TestReclaimer final : Reclaimer {
   std::uint64_t mapping_room(std::uint64_t needed) override { return room(needed); }
 };
 
-class TraceBuilder {
+// The trace builder with each request's thread given per call, and its free issued by the
+// thread that allocated it.
+class ThreadedTraceBuilder : public stalloc::TraceBuilder {
  public:
-  std::uint64_t alloc(std::uint64_t size, std::uint32_t stream = 0, std::uint16_t thread = 0);
-  void free(std::uint64_t id);
-  void next_iteration() { ++iteration_; }
-  const Trace& trace() const { return trace_; }
-
- private:
-  Trace trace_;
-  std::uint32_t iteration_ = 0;
-  std::uint64_t next_id_ = 0;
-  std::vector<Event> live_;
+  std::uint64_t alloc(std::uint64_t size, std::uint32_t stream = 0, std::uint16_t thread = 0) {
+    stamp().thread = thread;
+    return stalloc::TraceBuilder::alloc(size, stream);
+  }
+  void free(std::uint64_t id) {
+    if (const Event* allocation = live(id)) stamp().thread = allocation->thread;
+    stalloc::TraceBuilder::free(id);
+  }
 };
 
 // One training iteration: forward keeps `layers` activations (size act + layer), each with a
 // temporary freed at once; backward (thread 1) frees them in reverse with a gradient each; the
 // optimizer makes two small requests. Iteration 0 also allocates persistent weights.
-void add_training_iteration(TraceBuilder& b, std::uint64_t act, int layers = 4);
+void add_training_iteration(ThreadedTraceBuilder& b, std::uint64_t act, int layers = 4);
 Trace periodic_trace(int iterations, std::uint64_t act = 2 * kG + 4096, int layers = 4);
 
 // The GPU lag of STALLOC_TEST_GPU_LAG (queries) and STALLOC_TEST_GPU_LAG_SEED; none if unset.

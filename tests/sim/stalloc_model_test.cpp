@@ -70,9 +70,9 @@ TEST(StallocPaperModel, KeepsAllocationsApartAndReservedHonest) {
 
 TEST(StallocPaperModel, ServesTinyRequestsFromASlab) {
   TraceBuilder b;
-  for (std::uint64_t i = 1; i <= 1000; ++i) b.alloc(i, 256);
+  for (std::uint64_t i = 1; i <= 1000; ++i) b.alloc_as(i, 256);
   for (std::uint64_t i = 1; i <= 1000; ++i) b.free(i);
-  const Replay r = replay(b.build());
+  const Replay r = replay(b.trace());
   ASSERT_TRUE(r.ok);
   EXPECT_EQ(r.peak_reserved, kG) << "1000 cells of 512 B fit in one slab page";
 }
@@ -84,13 +84,13 @@ TEST(StallocPaperModel, ChangedFreeOrderFallsBackInsteadOfSharingBytes) {
   std::uint64_t id = 1;
   for (std::uint32_t it = 0; it < 4; ++it) {
     const std::uint64_t a = id++, c = id++;
-    b.alloc(a, 4 * kG, it);
-    if (it != 2) b.free(a, it);
-    b.alloc(c, 4 * kG, it);
-    if (it == 2) b.free(a, it);
-    b.free(c, it);
+    b.at(it).alloc_as(a, 4 * kG);
+    if (it != 2) b.at(it).free(a);
+    b.at(it).alloc_as(c, 4 * kG);
+    if (it == 2) b.at(it).free(a);
+    b.at(it).free(c);
   }
-  const Replay r = replay(b.build());
+  const Replay r = replay(b.trace());
   EXPECT_TRUE(r.ok);
   EXPECT_GE(r.peak_reserved_in.at(2), 8 * kG);
 }
@@ -100,10 +100,10 @@ TEST(StallocPaperModel, DynamicTensorsGrowOntoIdleChunks) {
   std::uint64_t id = 1;
   for (std::uint32_t it = 0; it < 5; ++it) {
     const std::uint64_t big = id++, expert = id++;
-    b.alloc(big, 8 * kG, it).free(big, it);
-    b.alloc(expert, (2 + it % 3) * kG, it, 0, true).free(expert, it);
+    b.at(it).alloc_as(big, 8 * kG).free(big);
+    b.at(it).alloc_as(expert, (2 + it % 3) * kG, 0, true).free(expert);
   }
-  const Replay r = replay(b.build());
+  const Replay r = replay(b.trace());
   ASSERT_TRUE(r.ok);
   EXPECT_EQ(r.peak_reserved_in.at(4), 8 * kG) << "the expert buffer lives on the big tensor's chunks";
 }

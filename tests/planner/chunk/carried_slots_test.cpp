@@ -26,13 +26,13 @@ Trace zero_grad_trace(int iterations) {
   std::uint64_t grad = 0;
   for (std::uint32_t it = 0; it < static_cast<std::uint32_t>(iterations); ++it) {
     const std::uint64_t input = id++, a1 = id++, a2 = id++, g = id++;
-    b.alloc(input, 2 * kG, it);
-    if (grad != 0) b.free(grad, it);
-    b.alloc(a1, 6 * kG, it).alloc(a2, 6 * kG, it).free(a2, it).alloc(g, 6 * kG, it);
-    b.free(a1, it).free(input, it);
+    b.at(it).alloc_as(input, 2 * kG);
+    if (grad != 0) b.at(it).free(grad);
+    b.at(it).alloc_as(a1, 6 * kG).alloc_as(a2, 6 * kG).free(a2).alloc_as(g, 6 * kG);
+    b.at(it).free(a1).free(input);
     grad = g;
   }
-  return b.build();
+  return b.trace();
 }
 
 const PlannedSlot& slot_at(const ChunkPlan& plan, std::uint64_t ordinal) {
@@ -71,17 +71,17 @@ TEST(CarriedSlots, ATensorMadeBeforeItsPreviousInstanceIsFreedIsLeftOutOfThePool
   std::uint64_t state = 0;
   for (std::uint32_t it = 0; it < 3; ++it) {
     const std::uint64_t act = id++, next = id++;
-    b.alloc(act, 4 * kG, it).alloc(next, 3 * kG, it);
-    if (state != 0) b.free(state, it);  // the old state goes after the new one is written
-    b.free(act, it);
+    b.at(it).alloc_as(act, 4 * kG).alloc_as(next, 3 * kG);
+    if (state != 0) b.at(it).free(state);  // the old state goes after the new one is written
+    b.at(it).free(act);
     state = next;
   }
-  const IterationSlots in = classify_slots(b.build(), 1, kG);
+  const IterationSlots in = classify_slots(b.trace(), 1, kG);
   EXPECT_EQ(in.slots[1].kind, SlotKind::Dynamic);
   EXPECT_EQ(in.slots[0].kind, SlotKind::Static);
   PlanOptions options;
   options.granularity = kG;
-  const ChunkPlan plan = plan_iteration(b.build(), 1, options);
+  const ChunkPlan plan = plan_iteration(b.trace(), 1, options);
   EXPECT_EQ(plan.num_chunks, 4u);  // the activation alone
   EXPECT_TRUE(validate_plan(plan).ok);
 }
@@ -92,10 +92,10 @@ TEST(CarriedSlots, ATensorMadeBeforeItsPreviousInstanceIsFreedIsLeftOutOfThePool
 // reserves nothing for it. Iteration 0 has no iteration before: there it stays either way.
 TEST(CarriedSlots, WithoutAMatchingFreeATensorSpansTheIterationOrIsLeftOut) {
   TraceBuilder b;
-  b.alloc(1, 2 * kG, 0).alloc(4, kG, 0).alloc(5, kG, 0).free(5, 0).free(1, 0);  // 4 carried
-  b.alloc(2, 2 * kG, 1).alloc(3, 3 * kG, 1).free(2, 1);  // 3 is never freed
-  b.free(4, 1);
-  const Trace trace = b.build();
+  b.at(0).alloc_as(1, 2 * kG).alloc_as(4, kG).alloc_as(5, kG).free(5).free(1);  // 4 carried
+  b.at(1).alloc_as(2, 2 * kG).alloc_as(3, 3 * kG).free(2);  // 3 is never freed
+  b.at(1).free(4);
+  const Trace trace = b.trace();
   const IterationSlots kept = classify_slots(trace, 1, kG);
   ASSERT_EQ(kept.slots.size(), 2u);
   EXPECT_EQ(kept.slots[1].start, 0u);

@@ -6,41 +6,13 @@
 #include <vector>
 
 #include "trace/trace.h"
+#include "trace/trace_builder.h"
 
 namespace stalloc::testing {
 
 inline constexpr std::uint64_t kG = 2ull << 20;
 
-class TraceBuilder {
- public:
-  TraceBuilder& alloc(std::uint64_t id, std::uint64_t size, std::uint32_t iteration = 0,
-                      std::uint32_t stream = 0, bool dynamic = false) {
-    Event e;
-    e.kind = EventKind::Alloc;
-    e.id = id;
-    e.size = size;
-    e.stream = stream;
-    e.iteration = iteration;
-    e.dynamic = dynamic;
-    trace_.events.push_back(e);
-    return *this;
-  }
-  TraceBuilder& free(std::uint64_t id, std::uint32_t iteration = 0) {
-    Event e;
-    e.kind = EventKind::Free;
-    e.id = id;
-    e.iteration = iteration;
-    for (const Event& a : trace_.events) {
-      if (a.kind == EventKind::Alloc && a.id == id) e.size = a.size;
-    }
-    trace_.events.push_back(e);
-    return *this;
-  }
-  Trace build() const { return trace_; }
-
- private:
-  Trace trace_;
-};
+using stalloc::TraceBuilder;
 
 // Several identical iterations of a random training-like step: a mix of chunk-sized tensors with
 // tails and small ones, freed in roughly reverse order, some carried into the next iteration.
@@ -67,14 +39,14 @@ inline Trace random_training_trace(std::uint64_t seed, int iterations, int tenso
   for (int it = 0; it < iterations; ++it) {
     const auto iter = static_cast<std::uint32_t>(it);
     std::vector<std::uint64_t> live;
-    for (std::uint64_t id : carried) b.free(id, iter);
+    for (std::uint64_t id : carried) b.at(iter).free(id);
     carried.clear();
     for (int i = 0; i < tensors; ++i) {
       const std::uint64_t id = next_id++;
-      b.alloc(id, sizes[static_cast<std::size_t>(i)], iter);
+      b.at(iter).alloc_as(id, sizes[static_cast<std::size_t>(i)]);
       live.push_back(id);
       for (int k = 0; k < plan_free_after[static_cast<std::size_t>(i)] && live.size() > 1; ++k) {
-        b.free(live[live.size() - 2], iter);
+        b.at(iter).free(live[live.size() - 2]);
         live.erase(live.end() - 2);
       }
     }
@@ -82,9 +54,9 @@ inline Trace random_training_trace(std::uint64_t seed, int iterations, int tenso
       carried.push_back(live.back());
       live.pop_back();
     }
-    for (auto it2 = live.rbegin(); it2 != live.rend(); ++it2) b.free(*it2, iter);
+    for (auto it2 = live.rbegin(); it2 != live.rend(); ++it2) b.at(iter).free(*it2);
   }
-  return b.build();
+  return b.trace();
 }
 
 }  // namespace stalloc::testing
