@@ -50,6 +50,13 @@ std::string time_cell(double seconds, double share, double iteration_seconds) {
          " ms (" + percent(share) + ")</td>";
 }
 
+// The same for a whole run: seconds, and the share with two decimals (red above the 0.1% target).
+std::string run_cell(const SimResult::TimeEstimate& t) {
+  if (t.iteration_seconds <= 0.0) return "<td>" + fixed(t.allocator_seconds_run, 2) + " s</td>";
+  return std::string("<td class=\"") + (t.overhead_run > 0.001 ? "bad" : "good") + "\">" +
+         fixed(t.allocator_seconds_run, 2) + " s (" + fixed(t.overhead_run * 100.0, 2) + "%)</td>";
+}
+
 // Per workload, one row of bars per allocator: the estimated driver time of each iteration, on a
 // scale shared by the workload's allocators, with the iteration time as a reference.
 std::string driver_time_section(const std::vector<SimResult>& results) {
@@ -183,7 +190,7 @@ std::string render_html_report(const ReportInput& in) {
   html << "<h2>Results</h2>\n<table><thead><tr><th class=\"l\">workload</th><th class=\"l\">allocator</th>"
           "<th>peak allocated</th><th>peak reserved</th><th>utilization</th><th>waste</th><th>OOM</th>"
           "<th>calls, costliest warm-up iteration</th><th>calls/iter (steady)</th><th>est. driver time, warm-up</th>"
-          "<th>est. driver time, steady</th><th>sim time</th></tr></thead><tbody>\n";
+          "<th>est. driver time, steady</th><th>est. driver time, run</th><th>sim time</th></tr></thead><tbody>\n";
   std::string last_workload;
   for (const SimResult& r : in.results) {
     const bool first = r.workload != last_workload;
@@ -195,14 +202,18 @@ std::string render_html_report(const ReportInput& in) {
          << escape(format_bytes(r.waste_bytes)) << "</td><td" << (r.oom ? " class=\"bad\">at event " + std::to_string(r.oom_event) : std::string(">") + (in.capacity ? "no" : "-"))
          << "</td><td>" << r.time.first_calls.total() << "</td><td>" << fixed(r.driver_calls_per_iteration, 0)
          << "</td>" << time_cell(r.time.allocator_seconds_first, r.time.overhead_first, r.time.iteration_seconds)
-         << time_cell(r.time.allocator_seconds_steady, r.time.overhead_steady, r.time.iteration_seconds) << "<td>"
+         << time_cell(r.time.allocator_seconds_steady, r.time.overhead_steady, r.time.iteration_seconds)
+         << run_cell(r.time) << "<td>"
          << fixed(r.milliseconds, 0) << " ms</td></tr>\n";
   }
   html << "</tbody></table>\n<p class=\"meta\">est. = estimated from the cost table of "
           "docs/driver_costs.md (GPU "
        << escape(in.results.empty() ? std::string() : in.results.front().time.gpu)
        << "), no GPU measured; the share is of the iteration's time (time stamps of a real trace, or "
-          "FLOPs at 40% MFU).</p>\n";
+          "FLOPs at 40% MFU); the run is "
+       << (in.results.empty() ? 0 : in.results.front().time.run_iterations)
+       << " iterations: the simulated ones (the last recorded iteration repeated to reach the steady "
+          "state), then the steady one for the rest, its share of the run's time.</p>\n";
   html << driver_time_section(in.results);
 
   if (!in.sweep.empty()) {

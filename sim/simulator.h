@@ -49,8 +49,15 @@ struct SimResult {
     double allocator_seconds_steady = 0.0;
     double overhead_first = 0.0;     // of the iteration time; 0 when that is unknown
     double overhead_steady = 0.0;
+    // A run of run_iterations iterations: the simulated iterations as they were, then the
+    // steady (last) one for the rest (time_estimate.h).
+    std::uint64_t run_iterations = 0;
+    double allocator_seconds_run = 0.0;
+    double overhead_run = 0.0;       // of run_iterations times the iteration time
     std::vector<double> allocator_seconds;  // per iteration, in the order of iteration_calls
   } time;
+  // Copies of the recorded trace's last iteration the simulated one ends with (run_extension.h).
+  std::uint32_t repeated_iterations = 0;
   double milliseconds = 0.0;  // model construction (planning) and replay
   std::vector<TimelinePoint> timeline;
 };

@@ -56,12 +56,13 @@ IterationTime iteration_time(const Trace& trace, const GpuSpec& gpu) {
 }
 
 void estimate_time(const Trace& trace, const GpuSpec& gpu, const vmm::CostTable& costs,
-                   SimResult* result) {
+                   SimResult* result, std::uint64_t run_iterations) {
   SimResult::TimeEstimate& t = result->time;
   const IterationTime iteration = iteration_time(trace, gpu);
   t.gpu = std::string(gpu.name);
   t.iteration_seconds = iteration.seconds;
   t.iteration_source = iteration.source;
+  t.run_iterations = run_iterations;
   const auto& calls = result->iteration_calls;
   t.allocator_seconds.clear();
   for (const vmm::CallTally& c : calls) t.allocator_seconds.push_back(vmm::estimate_seconds(c, costs));
@@ -76,9 +77,18 @@ void estimate_time(const Trace& trace, const GpuSpec& gpu, const vmm::CostTable&
       t.allocator_seconds_first = s;
     }
   }
+  t.allocator_seconds_run = 0.0;
+  const std::size_t simulated = std::min<std::uint64_t>(run_iterations, calls.size());
+  for (std::size_t i = 0; i < simulated; ++i) t.allocator_seconds_run += t.allocator_seconds[i];
+  t.allocator_seconds_run +=
+      static_cast<double>(run_iterations - simulated) * t.allocator_seconds_steady;
   if (iteration.seconds > 0.0) {
     t.overhead_first = t.allocator_seconds_first / iteration.seconds;
     t.overhead_steady = t.allocator_seconds_steady / iteration.seconds;
+    if (run_iterations > 0) {
+      t.overhead_run =
+          t.allocator_seconds_run / (static_cast<double>(run_iterations) * iteration.seconds);
+    }
   }
 }
 

@@ -40,9 +40,14 @@ struct IterationTime {
 // "flops_per_iteration" meta entry on `gpu`.
 IterationTime iteration_time(const Trace& trace, const GpuSpec& gpu);
 
+// Iterations of the run `stalloc sim` prices by default.
+inline constexpr std::uint64_t kDefaultRunIterations = 1000;
+
 // Fills result.time: the iteration time of `trace` on `gpu` and the result's calls priced by
-// `costs` (first: the costliest iteration before the last; steady: the last).
+// `costs` (first: the costliest iteration before the last; steady: the last), and those of a
+// run of `run_iterations`: the first min(run_iterations, simulated) iterations as simulated, each
+// later one at the steady iteration's cost; its share is of run_iterations iterations' time.
 void estimate_time(const Trace& trace, const GpuSpec& gpu, const vmm::CostTable& costs,
-                   SimResult* result);
+                   SimResult* result, std::uint64_t run_iterations = kDefaultRunIterations);
 
 }  // namespace stalloc

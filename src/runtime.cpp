@@ -26,8 +26,10 @@ std::uint64_t pick_granularity(const RuntimeConfig& config, vmm::Driver& driver)
   return config.granularity;
 }
 
+// The device's memory where the driver keeps to it, else 0.
 std::uint64_t device_memory(vmm::Driver& driver) {
   std::size_t total = 0;
+  if (!driver.total_memory_enforced()) return 0;
   return driver.total_memory(&total) == vmm::Status::Success ? total : 0;
 }
 
@@ -109,6 +111,23 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
   // Before serving: a request that waits for other threads' frees must know they exist.
   const std::uint16_t thread = thread_index();
   if (!deferred_frees_.empty()) take_deferred_frees();
+  // Whatever is given back or waited for, the live tensors stay: fail at once, before matching,
+  // holding no more.
+  if (beyond_capacity(size)) {
+    const bool capped = memory_.capacity() != 0;
+    ++stats_.ooms;
+    const std::string limit =
+        capped ? "capacity of " + format_bytes(memory_.capacity())
+        : device_bytes_ != 0 && size <= config_.policy.max_request_bytes
+            ? "device's " + format_bytes(device_bytes_)
+            : "largest request any device holds, " + format_bytes(config_.policy.max_request_bytes);
+    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(),
+                       "the live tensors' " + format_bytes(stats_.allocated_bytes) +
+                           " and this request exceed the " + limit,
+                       true};
+    log_("stalloc runtime: out of memory for " + format_bytes(size) + ": " + stats_.last_oom.reason);
+    return nullptr;
+  }
   const std::uint32_t s = sync_.index_of(stream);
   if (config_.auto_step && !explicit_steps_) lifecycle_.detect_boundary(size, s, live_allocations_);
   std::size_t slot = SIZE_MAX;
@@ -135,25 +154,13 @@ void* Runtime::malloc(std::size_t size, int device, vmm::StreamHandle stream) {
 
 bool Runtime::beyond_capacity(std::uint64_t size) const {
   const std::uint64_t limit = memory_.capacity() != 0 ? memory_.capacity() : device_bytes_;
-  return limit != 0 && (size > limit || stats_.allocated_bytes > limit - size);
+  return size > config_.policy.max_request_bytes ||
+         (limit != 0 && (size > limit || stats_.allocated_bytes > limit - size));
 }
 
 vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream,
                                         std::span<const std::uint32_t> budget,
                                         SubAllocator** by, std::unique_lock<std::mutex>& lock) {
-  // Whatever is given back or waited for, the live tensors stay: fail at once, holding no more.
-  if (beyond_capacity(size)) {
-    const bool capped = memory_.capacity() != 0;
-    ++stats_.ooms;
-    stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(),
-                       "the live tensors' " + format_bytes(stats_.allocated_bytes) +
-                           " and this request exceed the " +
-                           (capped ? "capacity of " + format_bytes(memory_.capacity())
-                                   : "device's " + format_bytes(device_bytes_)),
-                       true};
-    log_("stalloc runtime: out of memory for " + format_bytes(size) + ": " + stats_.last_oom.reason);
-    return 0;
-  }
   // Pages other arenas emptied go back first, so that this one need not create chunks.
   unplanned_.poll();
   follower_.allow_lending(unplanned_.lender(), budget);

@@ -46,6 +46,9 @@ struct RuntimePolicy {
   // 1/unplanned_mapping_share of the live mappings limit stays for what is served beside the
   // plans (arenas, dedicated ranges): a plan is installed only within the rest.
   std::uint64_t unplanned_mapping_share = 8;
+  // A request above this fails at once: no device holds it (GPUs address 47 to 49 bits), and
+  // rounding a size near 2^64 up to pages would wrap.
+  std::uint64_t max_request_bytes = std::uint64_t{1} << 48;
   // Under pressure, idle plan views are shed 1/shed_mapping_share of the limit at a time, so that
   // the next pages need not shed again at once.
   std::uint64_t shed_mapping_share = 16;

@@ -91,6 +91,10 @@ class Driver {
   virtual Status granularity(std::size_t* out) = 0;
   // The device's physical memory (cuDeviceTotalMem): what a memory fraction is a fraction of.
   virtual Status total_memory(std::size_t* out) = 0;
+  // Whether chunks beyond total_memory cannot be created (a GPU), so that the runtime may fail
+  // a request the live tensors and it cannot fit at once. False for an emulation that only
+  // reports a size (the host backend without max_bytes).
+  virtual bool total_memory_enforced() const { return true; }
 
   virtual Status create(ChunkHandle* out, std::size_t size) = 0;
   virtual Status release(ChunkHandle chunk) = 0;

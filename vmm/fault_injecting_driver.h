@@ -51,6 +51,7 @@ class FaultInjectingDriver final : public Driver {
   bool host_accessible() const override { return inner_.host_accessible(); }
   Status granularity(std::size_t* out) override { return inner_.granularity(out); }
   Status total_memory(std::size_t* out) override { return inner_.total_memory(out); }
+  bool total_memory_enforced() const override { return inner_.total_memory_enforced(); }
 
   Status create(ChunkHandle* out, std::size_t size) override;
   Status release(ChunkHandle chunk) override { return inner_.release(chunk); }

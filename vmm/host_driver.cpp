@@ -342,6 +342,9 @@ class HostDriver final : public Driver {
     return Status::Success;
   }
 
+  // Only max_bytes is a limit the emulation keeps; the machine's memory is a size it reports.
+  bool total_memory_enforced() const override { return max_bytes_ != 0; }
+
   Status granularity(std::size_t* out) override {
     if (out == nullptr) return Status::InvalidValue;
     *out = granularity_;

@@ -15,7 +15,7 @@ write_two_tensor_trace "$tmp/two.trace"
 "$bin" sim "$tmp/two.trace" --allocators pytorch > "$tmp/table.txt" 2> "$tmp/err.txt"
 grep -Eq "^two +pytorch +10\.00 MiB +20\.00 MiB +50\.0%" "$tmp/table.txt" || fail "table: $(cat "$tmp/table.txt")"
 
-"$bin" sim "$tmp/two.trace" --json > "$tmp/all.json" 2> /dev/null
+"$bin" sim "$tmp/two.trace" --json --repeat 0 > "$tmp/all.json" 2> /dev/null
 python3 - "$tmp/all.json" <<'PY'
 import json, subprocess, sys
 d = json.load(open(sys.argv[1]))
@@ -41,6 +41,28 @@ for r in d["results"]:
     assert by_it[-1] == r["driver_calls"], r
 assert pt["driver_calls_per_iteration_by_kind"] == [{"cuda_malloc": 1}, {}], pt
 PY
+
+# By default the last iteration is repeated until the run is steady (2 recorded + 6 copies: 8 in
+# all), and
+# a run of --run-iterations is priced: PyTorch's one cudaMalloc, then steady iterations that make
+# no call, so the run costs what iteration 0 cost. The trace has no time stamps: no share.
+"$bin" sim "$tmp/two.trace" --json --allocators pytorch,stalloc --run-iterations 50 > "$tmp/run.json" 2> /dev/null
+python3 - "$tmp/run.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    assert r["iterations"] == 8 and r["repeated_iterations"] == 6, r
+    assert r["run_iterations"] == 50, r
+    per = r["est_allocator_seconds_per_iteration"]
+    assert abs(r["est_allocator_seconds_run"] - (sum(per) + 42 * per[-1])) < 1e-12, r
+    assert r["est_overhead_run"] == 0, r
+    assert r["peak_allocated_bytes"] == 10 << 20, r
+pt = d["results"][0]
+assert pt["driver_calls_per_iteration_by_kind"] == [{"cuda_malloc": 1}] + [{}] * 7, pt
+assert pt["est_allocator_seconds_run"] == pt["est_allocator_seconds_per_iteration"][0] > 0, pt
+PY
+"$bin" sim "$tmp/two.trace" --allocators pytorch > "$tmp/runtable.txt" 2> /dev/null
+grep -q "est. run" "$tmp/runtable.txt" || fail "table has no run column: $(cat "$tmp/runtable.txt")"
 
 # Under a capacity of 12 MiB even the first 5 MiB tensor fails: PyTorch asks for a 20 MiB segment.
 "$bin" sim "$tmp/two.trace" --allocators pytorch --capacity 12MiB --json > "$tmp/oom.json" 2> /dev/null
@@ -124,6 +146,8 @@ assert sb["peak_reserved_bytes"] >= sa["peak_reserved_bytes"], (sa, sb)
 assert pa["peak_reserved_bytes"] == pb["peak_reserved_bytes"], (pa, pb)
 PY
 expect_error "--gpu-lag: expected a number of queries" --preset tiny --gpu-lag x
+expect_error "--run-iterations: expected" "$tmp/two.trace" --run-iterations 0
+expect_error "--repeat: expected" "$tmp/two.trace" --repeat many
 
 # At the host's default live mappings limit (vm.max_map_count 65530) every preset still keeps at
 # least the utilization of PyTorch's best model: a plan refused for its mappings and one declined

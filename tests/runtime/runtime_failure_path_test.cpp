@@ -45,7 +45,8 @@ TEST(RuntimeFailurePath, ARequestBeyondTheCapacityFailsAtOnceHoldingNoMore) {
   rt.free(live, 3 * kG, 0, 0);
 }
 
-// Sizes near the limits of 64-bit arithmetic, and larger than the device: refused at once.
+// Sizes near the limits of 64-bit arithmetic, and larger than the device: refused at once,
+// before matching (RuntimePolicy::max_request_bytes).
 TEST(RuntimeFailurePath, ARequestLargerThanTheDeviceFailsAtOnce) {
   auto driver = host_driver(16 * kG);
   Runtime rt(test_config(""), *driver);
@@ -53,10 +54,25 @@ TEST(RuntimeFailurePath, ARequestLargerThanTheDeviceFailsAtOnce) {
     SCOPED_TRACE(size);
     EXPECT_EQ(rt.malloc(size, 0, 0), nullptr);
     EXPECT_TRUE(rt.stats().last_oom.beyond_capacity);
-    EXPECT_NE(rt.stats().last_oom.reason.find("device's"), std::string::npos);
+    EXPECT_NE(rt.stats().last_oom.reason.find(size <= (std::size_t{1} << 48) ? "device's" : "any device"),
+              std::string::npos)
+        << rt.stats().last_oom.reason;
   }
   EXPECT_EQ(rt.stats().driver.creates, 0u);
   EXPECT_EQ(rt.stats().reserved_bytes, 0u);
+}
+
+// The host emulation without max_bytes reports the machine's memory but keeps to no limit: only
+// a configured capacity or a request no device holds fails at once there.
+TEST(RuntimeFailurePath, AnEmulatedDeviceWithoutALimitBoundsOnlyTheRequest) {
+  auto driver = host_driver();
+  ASSERT_FALSE(driver->total_memory_enforced());
+  Runtime rt(test_config(""), *driver);
+  EXPECT_EQ(rt.malloc(SIZE_MAX - 511, 0, 0), nullptr);
+  EXPECT_TRUE(rt.stats().last_oom.beyond_capacity);
+  void* p = rt.malloc(3 * kG, 0, 0);
+  ASSERT_NE(p, nullptr);
+  rt.free(p, 3 * kG, 0, 0);
 }
 
 // Every page held by a live tensor of another stream: the request fits beside the live tensors

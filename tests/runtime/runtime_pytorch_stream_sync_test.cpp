@@ -29,6 +29,7 @@ class LoggingDriver final : public vmm::Driver {
   int device() const override { return inner_->device(); }
   vmm::Status granularity(std::size_t* out) override { return inner_->granularity(out); }
   vmm::Status total_memory(std::size_t* out) override { return inner_->total_memory(out); }
+  bool total_memory_enforced() const override { return inner_->total_memory_enforced(); }
   vmm::Status create(vmm::ChunkHandle* out, std::size_t size) override { return inner_->create(out, size); }
   vmm::Status release(vmm::ChunkHandle chunk) override { return inner_->release(chunk); }
   vmm::Status reserve(vmm::DevicePtr* out, std::size_t size, std::size_t alignment) override {

@@ -82,5 +82,30 @@ TEST(EstimateTime, OneIterationIsBothFirstAndSteady) {
   EXPECT_EQ(r.time.overhead_first, 0.0);  // no iteration time: no share
 }
 
+// A run of N iterations: the simulated ones as they were, then the steady (last) one for each
+// iteration after them; its share is of N iterations' time. By hand: 15 + 1930 + 2 us for the
+// three simulated, 2 us for each of the 7 more of a 10-iteration run; a 2-iteration run is the
+// first two alone.
+TEST(EstimateTime, ARunIsTheSimulatedIterationsThenTheSteadyOneForTheRest) {
+  Trace t;
+  t.events = {at(1, 0, 0), at(2, 1, 1'000'000'000), at(3, 2, 2'000'000'000)};
+  SimResult r;
+  r.iteration_calls.resize(3);
+  r.iteration_calls[0][vmm::CallKind::Map] = 10;        // 15 us
+  r.iteration_calls[1][vmm::CallKind::Create] = 10;     // 1930 us
+  r.iteration_calls[2][vmm::CallKind::EventQuery] = 4;  // 2 us
+  const vmm::CostTable& a100 = *vmm::find_cost_table("a100");
+  estimate_time(t, *find_gpu_spec("a100"), a100, &r, 10);
+  EXPECT_EQ(r.time.run_iterations, 10u);
+  EXPECT_NEAR(r.time.allocator_seconds_run, (15 + 1930 + 2 + 7 * 2) * 1e-6, 1e-12);
+  EXPECT_NEAR(r.time.overhead_run, (15 + 1930 + 2 + 7 * 2) * 1e-6 / 10.0, 1e-12);
+  estimate_time(t, *find_gpu_spec("a100"), a100, &r, 2);
+  EXPECT_NEAR(r.time.allocator_seconds_run, (15 + 1930) * 1e-6, 1e-12);
+  EXPECT_NEAR(r.time.overhead_run, (15 + 1930) * 1e-6 / 2.0, 1e-12);
+  estimate_time(t, *find_gpu_spec("a100"), a100, &r);
+  EXPECT_EQ(r.time.run_iterations, kDefaultRunIterations);
+  EXPECT_NEAR(r.time.allocator_seconds_run, (15 + 1930 + 2 + 997 * 2) * 1e-6, 1e-12);
+}
+
 }  // namespace
 }  // namespace stalloc

@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "trace/trace_io.h"
 #include "sim/allocator_model.h"
 #include "sim/report_html.h"
+#include "sim/run_extension.h"
 #include "sim/simulator.h"
 #include "sim/time_estimate.h"
 #include "tools/stalloc/command.h"
@@ -36,13 +38,17 @@ constexpr const char* kUsage =
     "usage: stalloc sim [TRACE... | --preset NAME... | --suite default|real] [--capacity BYTES]\n"
     "                   [--granularity BYTES] [--allocators LIST] [--pytorch-conf CONF]\n"
     "                   [--stalloc-conf CONF] [--gpu a100|h100|h200] [--json] [--report DIR]\n"
-    "                   [--sweep mbs|seq --capacity BYTES] [--gpu-lag N] [--jobs N]\n\n"
+    "                   [--sweep mbs|seq --capacity BYTES] [--gpu-lag N] [--jobs N]\n"
+    "                   [--run-iterations N] [--repeat N]\n\n"
     "Replays each workload through each allocator model and prints peak allocated, peak reserved,\n"
     "utilization (peak allocated / peak reserved), waste, OOM under --capacity, driver calls in the\n"
     "costliest warm-up iteration and in the steady (last) one, and what those calls would cost on\n"
     "the GPU (an estimate from the cost table in docs/driver_costs.md) as a share of the iteration\n"
-    "(time stamps of a real trace, or FLOPs at 40% MFU for a preset). The stalloc rows run the\n"
-    "runtime itself (src/) on a driver that keeps the books but holds no memory.\n"
+    "(time stamps of a real trace, or FLOPs at 40% MFU for a preset), and over a whole run. The\n"
+    "stalloc rows run the runtime itself (src/) on a driver that keeps the books but holds no\n"
+    "memory. Each workload runs long enough to reach its steady state: its last iteration is\n"
+    "repeated (a one-iteration snapshot is one training or inference step; the blocks live at its\n"
+    "start are allocated once; docs/driver_costs.md, \"The cost of a run\").\n"
     "  TRACE               a trace file (text or binary), or a PyTorch memory snapshot\n"
     "                      (torch.cuda.memory._dump_snapshot: one workload per device)\n"
     "  --preset NAME       a generator preset (repeatable; `stalloc gen --list` lists them)\n"
@@ -65,7 +71,11 @@ constexpr const char* kUsage =
     "  --report DIR        write DIR/index.html with the table, the sweep and plots\n"
     "  --sweep mbs|seq     for each preset and allocator, the largest micro-batch or sequence\n"
     "                      length that runs without OOM under --capacity\n"
-    "  --jobs N            runs in parallel (default: the number of cores)";
+    "  --jobs N            runs in parallel (default: the number of cores)\n"
+    "  --run-iterations N  the run that est. run prices: the simulated iterations, then the\n"
+    "                      steady one for the rest (default 1000)\n"
+    "  --repeat N          copies of the last iteration appended before measuring (default:\n"
+    "                      enough for 8 iterations in all, at least 4; 0: the trace as recorded)";
 
 struct Workload {
   std::string name;
@@ -76,6 +86,7 @@ struct Workload {
   std::once_flag once;
   Trace trace;
   std::string error;
+  std::uint32_t repeated = 0;  // copies of the last iteration appended (sim/run_extension.h)
 };
 
 std::string trace_stem(const std::string& path) {
@@ -179,20 +190,31 @@ std::string oom_cell(const SimResult& r, std::uint64_t capacity) {
   return capacity ? "no" : "-";
 }
 
+// "1.23s 0.04%": a run's estimated seconds and their share of the run's time.
+std::string run_cell(const SimResult::TimeEstimate& t) {
+  char buffer[48];
+  if (t.iteration_seconds > 0.0) {
+    std::snprintf(buffer, sizeof buffer, "%.2fs %.2f%%", t.allocator_seconds_run, t.overhead_run * 100.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.2fs ?", t.allocator_seconds_run);
+  }
+  return buffer;
+}
+
 void print_table(const std::vector<SimResult>& results, std::uint64_t capacity) {
-  std::printf("%-26s %-18s %11s %13s %7s %11s %8s %10s %10s %16s %16s %8s\n", "workload", "allocator",
-              "peak alloc", "peak reserved", "util", "waste", "OOM", "calls 1st", "calls/it", "est. first",
-              "est. steady", "sim");
+  std::printf("%-26s %-18s %11s %13s %7s %11s %8s %10s %10s %16s %16s %16s %8s\n", "workload",
+              "allocator", "peak alloc", "peak reserved", "util", "waste", "OOM", "calls 1st", "calls/it",
+              "est. first", "est. steady", "est. run", "sim");
   for (const SimResult& r : results) {
     const SimResult::TimeEstimate& t = r.time;
-    std::printf("%-26s %-18s %11s %13s %6.1f%% %11s %8s %10llu %10.0f %16s %16s %6.0fms\n", r.workload.c_str(),
-                r.allocator.c_str(), format_bytes(r.peak_allocated_bytes).c_str(),
+    std::printf("%-26s %-18s %11s %13s %6.1f%% %11s %8s %10llu %10.0f %16s %16s %16s %6.0fms\n",
+                r.workload.c_str(), r.allocator.c_str(), format_bytes(r.peak_allocated_bytes).c_str(),
                 format_bytes(r.peak_reserved_bytes).c_str(), r.utilization * 100.0,
                 format_bytes(r.waste_bytes).c_str(), oom_cell(r, capacity).c_str(),
                 static_cast<unsigned long long>(t.first_calls.total()), r.driver_calls_per_iteration,
                 time_cell(t.allocator_seconds_first, t.overhead_first, t.iteration_seconds).c_str(),
                 time_cell(t.allocator_seconds_steady, t.overhead_steady, t.iteration_seconds).c_str(),
-                r.milliseconds);
+                run_cell(t).c_str(), r.milliseconds);
   }
 }
 
@@ -203,7 +225,10 @@ void print_iteration_times(const std::vector<SimResult>& results, std::size_t al
     std::printf("%s%s %.3g s (%s)", i == 0 ? "" : "; ", results[i].workload.c_str(), t.iteration_seconds,
                 t.iteration_source.c_str());
   }
-  std::printf("\nest. = estimated allocator driver time from the cost table (docs/driver_costs.md), no GPU measured\n");
+  std::printf("\nest. = estimated allocator driver time from the cost table (docs/driver_costs.md), no GPU measured;"
+              " run = %llu iterations: the simulated ones (the last iteration repeated to reach the steady"
+              " state), then the steady one for the rest\n",
+              static_cast<unsigned long long>(results.empty() ? 0 : results.front().time.run_iterations));
 }
 
 // {kind: calls} of the kinds called at least once.
@@ -260,7 +285,11 @@ void print_json(const std::vector<SimResult>& results, const std::vector<SweepRe
         .field("est_allocator_seconds_steady", t.allocator_seconds_steady)
         .field("est_overhead_first", t.overhead_first)
         .field("est_overhead_steady", t.overhead_steady)
-        .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()));
+        .field("run_iterations", t.run_iterations)
+        .field("est_allocator_seconds_run", t.allocator_seconds_run)
+        .field("est_overhead_run", t.overhead_run)
+        .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()))
+        .field("repeated_iterations", static_cast<std::uint64_t>(r.repeated_iterations));
     j.key("est_allocator_seconds_per_iteration").begin_array();
     for (double seconds : t.allocator_seconds) j.value(seconds);
     j.end_array();
@@ -348,6 +377,20 @@ int sim(const std::vector<std::string>& raw) {
     if (options.capacity == 0) throw UsageError("--sweep needs --capacity");
     swept = true;
   }
+  std::uint64_t run_iterations = kDefaultRunIterations;
+  if (args.option("--run-iterations", &text)) {
+    const auto n = parse_u64(text);
+    if (!n || *n == 0 || *n > (std::uint64_t{1} << 40)) {
+      throw UsageError("--run-iterations: expected a number of iterations from 1 to 2^40, got '" + text + "'");
+    }
+    run_iterations = *n;
+  }
+  std::optional<std::uint32_t> repeat;
+  if (args.option("--repeat", &text)) {
+    const auto n = parse_u64(text);
+    if (!n || *n > 1000) throw UsageError("--repeat: expected a number of copies from 0 to 1000, got '" + text + "'");
+    repeat = static_cast<std::uint32_t>(*n);
+  }
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   if (args.option("--jobs", &text)) {
     const auto n = parse_u64(text);
@@ -427,8 +470,14 @@ int sim(const std::vector<std::string>& raw) {
     }
   }
 
-  // The traces are read first, so that a bad file is reported before any run starts.
-  parallel_for(workloads.size(), jobs, [&](std::size_t i) { trace_of(*workloads[i]); });
+  // The traces are read first, so that a bad file is reported before any run starts; then each
+  // is made long enough to reach its steady state (its last iteration repeated).
+  parallel_for(workloads.size(), jobs, [&](std::size_t i) {
+    Workload& w = *workloads[i];
+    const Trace& recorded = trace_of(w);
+    w.repeated = repeat ? *repeat : default_repetitions(recorded);
+    w.trace = with_repeated_last_iteration(recorded, w.repeated);
+  });
 
   const std::size_t runs = workloads.size() * allocators.size();
   std::vector<SimResult> results(runs);
@@ -439,7 +488,8 @@ int sim(const std::vector<std::string>& raw) {
     Workload& w = *workloads[i / allocators.size()];
     const std::string& allocator = allocators[i % allocators.size()];
     results[i] = simulate(trace_of(w), w.name, allocator, options);
-    estimate_time(trace_of(w), *gpu, *costs, &results[i]);
+    results[i].repeated_iterations = w.repeated;
+    estimate_time(trace_of(w), *gpu, *costs, &results[i], run_iterations);
     if (show_progress) {
       std::lock_guard<std::mutex> lock(progress);
       std::fprintf(stderr, "sim: [%zu/%zu] %s / %s: %.0f ms\n", ++done, runs, w.name.c_str(), allocator.c_str(),
