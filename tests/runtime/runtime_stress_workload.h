@@ -111,6 +111,7 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
     std::atomic<std::uint64_t> failed{0};
     std::atomic<std::uint64_t> corrupted{0};
     std::atomic<bool> trainer_done{false};
+    std::atomic<std::uint64_t> side_adds{0};  // add_plan calls the side thread has made
 
     // The kernels that write a tensor at its malloc and read it last before its free, on its
     // stream: under STALLOC_TEST_GPU_LAG the driver checks that the runtime unmaps and hands
@@ -154,6 +155,12 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
           take(found->second);
           live.erase(found);
         }
+        rt.step();
+      }
+      // However the threads were scheduled, the side thread's add_plan overlaps the training:
+      // the trainer goes on stepping until it has made at least one.
+      while (side_adds.load() == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
         rt.step();
       }
       trainer_done = true;
@@ -206,6 +213,7 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
           } catch (const UsageError&) {
             ++out.plan_add_failures;
           }
+          ++side_adds;
         }
         if (round % 5 == 0) rt.empty_cache();
         if (round % 9 == 0) rt.wait_for_planning();
