@@ -321,8 +321,9 @@ void Runtime::set_memory_fraction(double fraction) {
     }
     whole = total;
   }
-  memory_.set_capacity(
-      static_cast<std::uint64_t>(std::floor(static_cast<double>(whole) * fraction)));
+  // A cap of 0 bytes would mean no cap: a fraction too small for one byte allows nothing.
+  memory_.set_capacity(std::max<std::uint64_t>(
+      static_cast<std::uint64_t>(std::floor(static_cast<double>(whole) * fraction)), 1));
 }
 
 void Runtime::step() {

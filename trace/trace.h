@@ -61,9 +61,13 @@ struct Lifetime {
   bool dynamic = false;
 };
 
-// Lifetimes in order of allocation. Throws UsageError on a trace that is not well formed
-// (an id allocated twice while live, a free of an id that is not live); validate_trace says so
-// without throwing.
+// No allocation of a trace may be larger: no device holds it (GPUs address 47 to 49 bits).
+inline constexpr std::uint64_t kMaxTraceBytes = std::uint64_t{1} << 48;
+
+// Lifetimes in order of allocation. Throws UsageError on a trace that is not well formed (an id
+// allocated twice while live, a free of an id that is not live, a free whose size or stream is
+// not its allocation's, an allocation above kMaxTraceBytes, time stamps that go back);
+// validate_trace says so without throwing.
 std::vector<Lifetime> compute_lifetimes(const Trace& trace);
 
 // Empty when the trace is well formed, otherwise the first problem, naming the event index.

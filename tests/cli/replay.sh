@@ -122,4 +122,31 @@ fi
 grep -q "no_such_key" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
 if "$bin" replay "$tmp/tiny.trace" --backend tpu > /dev/null 2> "$tmp/err.txt"; then fail "unknown backend accepted"; fi
 grep -q "tpu" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+# Allocations that fail (a capacity below the trace's peak): exit 3, the failures counted, and a
+# utilization of what was live against what was held, never above 100%.
+"$bin" gen --preset tiny -o "$tmp/tiny-cap.trace" 2> /dev/null
+set +e
+"$bin" replay "$tmp/tiny-cap.trace" --conf capacity:4MiB --json > "$tmp/cap.json" 2> "$tmp/err.txt"
+status=$?
+set -e
+[ "$status" -eq 3 ] || fail "failed allocations exit $status, expected 3"
+grep -q "allocations failed" "$tmp/err.txt" || fail "no failure message: $(cat "$tmp/err.txt")"
+python3 - "$tmp/cap.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["failed_allocations"] > 0 and d["verify_errors"] == 0, d
+assert 0 < d["utilization"] <= 1, d
+PY
+
+# A trace whose free gives another size than its allocation's, or another stream, is refused
+# before anything is allocated (the verify check would read past a block or fail falsely).
+source "$(dirname "$0")/two_tensor_trace.bash"
+write_two_tensor_trace "$tmp/two.trace"
+sed '4s/^f 1 5242880/f 1 9999999/' "$tmp/two.trace" > "$tmp/lying.trace"
+grep -q "^f 1 9999999" "$tmp/lying.trace" || fail "the lying trace was not made"
+if "$bin" replay "$tmp/lying.trace" --verify > /dev/null 2> "$tmp/err.txt"; then fail "a lying free size accepted"; fi
+grep -q "gives 9999999 bytes, its allocation" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+sed 's/^f 2 5242880 0 0/f 2 5242880 1 0/' "$tmp/two.trace" > "$tmp/stream.trace"
+if "$bin" replay "$tmp/stream.trace" > /dev/null 2> "$tmp/err.txt"; then fail "a free on another stream accepted"; fi
+grep -q "on stream 1, allocated on stream 0" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
 echo "replay.sh: ok"

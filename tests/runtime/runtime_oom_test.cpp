@@ -83,6 +83,20 @@ TEST(RuntimeOom, MemoryFractionOfTheDeviceWithoutACapacity) {
   rt.free(q, 3 * kG, 0, 0);
 }
 
+// A fraction so small that the cap rounds to 0 bytes allows nothing (0 would mean no cap).
+TEST(RuntimeOom, ATinyMemoryFractionAllowsNothing) {
+  auto driver = host_driver();
+  Runtime rt(test_config("capacity:" + std::to_string(8 * kG)), *driver);
+  rt.set_memory_fraction(1e-30);
+  EXPECT_EQ(rt.malloc(4096, 0, 0), nullptr);
+  EXPECT_EQ(rt.stats().last_oom.capacity_bytes, 1u);
+  EXPECT_EQ(rt.stats().reserved_bytes, 0u);
+  rt.set_memory_fraction(1.0);
+  void* p = rt.malloc(4096, 0, 0);
+  EXPECT_NE(p, nullptr);
+  rt.free(p, 4096, 0, 0);
+}
+
 TEST(RuntimeOom, AnotherDeviceIsRefused) {
   auto driver = host_driver();
   Runtime rt(test_config(""), *driver);

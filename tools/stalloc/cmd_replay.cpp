@@ -46,7 +46,10 @@ constexpr const char* kUsage =
     "                  every event takes N)\n"
     "  --no-step       never call step(): the runtime finds iteration boundaries itself\n"
     "                  (auto_step, docs/runtime.md), as for a program that never steps;\n"
-    "                  per-iteration figures still follow the trace's iterations";
+    "                  per-iteration figures still follow the trace's iterations\n"
+    "Exit status: 0; 1 when a pattern broke or memory was used unmapped or shared while GPU work\n"
+    "could still use it; 3 when allocations failed (out of memory: a capacity in --conf, or the\n"
+    "backend's limit). A malformed trace is refused before anything is allocated (exit 2).";
 
 struct Summary {
   std::uint64_t lower_bound = 0;
@@ -284,8 +287,11 @@ int run_replay(const std::vector<std::string>& raw) {
   if (snapshot) runtime.save_snapshot(snapshot_path);
   if (save) runtime.save_trace(saved_trace_path);
   s.lower_bound = lower_bound_bytes(trace);
+  // With allocations failed the trace's peak was never live: what was, against what was held.
+  const std::uint64_t peak_live =
+      s.result.failed_allocations > 0 ? s.result.peak_allocated_bytes : s.lower_bound;
   auto ratio = [&](std::uint64_t reserved) {
-    return reserved == 0 ? 1.0 : static_cast<double>(s.lower_bound) / static_cast<double>(reserved);
+    return reserved == 0 ? 1.0 : static_cast<double>(peak_live) / static_cast<double>(reserved);
   };
   s.utilization = ratio(s.result.peak_reserved_bytes);
   s.steady_utilization = s.stats.peak_reserved_bytes == 0
@@ -307,7 +313,14 @@ int run_replay(const std::vector<std::string>& raw) {
   }
   const bool sound = s.result.verify_errors == 0 && s.stats.driver.unguarded_uses == 0 &&
                      s.result.unmapped_uses == 0;
-  return sound ? 0 : 1;
+  if (!sound) return 1;
+  if (s.result.failed_allocations > 0) {
+    std::fprintf(stderr, "stalloc replay: %llu allocations failed (%s)\n",
+                 static_cast<unsigned long long>(s.result.failed_allocations),
+                 s.stats.last_oom.reason.c_str());
+    return 3;
+  }
+  return 0;
 }
 
 }  // namespace
