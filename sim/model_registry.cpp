@@ -39,8 +39,7 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
       {"stalloc", [](const Trace&, const ModelOptions& o) { return make_runtime_model("stalloc", o.stalloc_conf, o); }},
       {"stalloc-windowed",
        [](const Trace&, const ModelOptions& o) {
-         const std::string conf = o.stalloc_conf.empty() ? "mode:windowed" : o.stalloc_conf + ",mode:windowed";
-         return make_runtime_model("stalloc-windowed", conf, o);
+         return make_runtime_model("stalloc-windowed", o.stalloc_conf, o, "mode:windowed");
        }},
   };
   return all;

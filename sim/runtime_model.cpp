@@ -63,8 +63,9 @@ class RuntimeModel final : public AllocatorModel {
 }  // namespace
 
 std::unique_ptr<AllocatorModel> make_runtime_model(std::string_view name, const std::string& conf,
-                                                   const ModelOptions& options) {
-  RuntimeConfig config = parse_runtime_config(conf);
+                                                   const ModelOptions& options,
+                                                   std::string_view forced) {
+  RuntimeConfig config = parse_runtime_config(forced, parse_runtime_config(conf));
   // The trace's iterations are the boundaries, step() at each, as `stalloc replay` does; the
   // runtime's own detection runs only when asked for.
   if (conf.find("auto_step") == std::string::npos) config.auto_step = false;

@@ -15,10 +15,12 @@
 
 namespace stalloc {
 
-// name: the row's name ("stalloc", "stalloc-windowed"). conf: STALLOC_CONF for the runtime
-// (e.g. "mode:windowed"); options.granularity and options.capacity set its granularity and
-// capacity unless conf does. Throws UsageError for a bad conf.
+// name: the row's name ("stalloc", "stalloc-windowed"). conf: STALLOC_CONF for the runtime;
+// `forced`: keys the row itself sets over conf (e.g. "mode:windowed"); options.granularity and
+// options.capacity set its granularity and capacity unless conf does. Throws UsageError for a
+// bad conf.
 std::unique_ptr<AllocatorModel> make_runtime_model(std::string_view name, const std::string& conf,
-                                                   const ModelOptions& options);
+                                                   const ModelOptions& options,
+                                                   std::string_view forced = "");
 
 }  // namespace stalloc

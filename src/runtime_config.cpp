@@ -1,6 +1,9 @@
 #include "src/runtime_config.h"
 
+#include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 #include <sstream>
 
 #include "common/units.h"
@@ -119,8 +122,8 @@ void apply(RuntimeConfig& c, std::string_view key, std::string_view value) {
 
 }  // namespace
 
-RuntimeConfig parse_runtime_config(std::string_view text) {
-  RuntimeConfig config;
+RuntimeConfig parse_runtime_config(std::string_view text, RuntimeConfig config) {
+  std::vector<std::string> seen;
   while (!text.empty()) {
     std::size_t comma = text.find(',');
     std::string_view item = trim(text.substr(0, comma));
@@ -130,7 +133,12 @@ RuntimeConfig parse_runtime_config(std::string_view text) {
     if (colon == std::string_view::npos) {
       throw ConfigError("STALLOC_CONF: expected key:value, got '" + std::string(item) + "'");
     }
-    apply(config, trim(item.substr(0, colon)), trim(item.substr(colon + 1)));
+    const std::string key(trim(item.substr(0, colon)));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw ConfigError("STALLOC_CONF: key '" + key + "' given twice");
+    }
+    seen.push_back(key);
+    apply(config, key, trim(item.substr(colon + 1)));
   }
   return config;
 }

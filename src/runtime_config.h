@@ -71,8 +71,10 @@ struct RuntimeConfig {
   RuntimePolicy policy;
 };
 
-// Parses a STALLOC_CONF string; an empty string gives the defaults. Throws ConfigError.
-RuntimeConfig parse_runtime_config(std::string_view text);
+// Parses a STALLOC_CONF string over `base` (the defaults unless given): its keys replace base's.
+// An empty string gives base. Throws ConfigError for an unknown key, a bad value or a key given
+// twice.
+RuntimeConfig parse_runtime_config(std::string_view text, RuntimeConfig base = {});
 
 // The configuration back in STALLOC_CONF form (every key), for logs and reports.
 std::string format_runtime_config(const RuntimeConfig& config);

@@ -1,5 +1,6 @@
 // The runtime's event log (STALLOC_CONF log:PATH): plans made, installed, declined, out of
-// memory. One line per event, appended; nothing when no path is set.
+// memory. One line per event, appended; nothing when no path is set. A path that cannot be
+// written is refused when the runtime starts (ConfigError), not found out at the first event.
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@ namespace stalloc {
 
 class RuntimeLog {
  public:
-  explicit RuntimeLog(std::string path) : path_(std::move(path)) {}
+  explicit RuntimeLog(std::string path);
   void operator()(const std::string& line) const;
 
  private:

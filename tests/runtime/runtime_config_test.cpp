@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "src/runtime_config.h"
+#include "tests/runtime/runtime_test_support.h"
 
 namespace stalloc {
 namespace {
@@ -119,7 +120,25 @@ INSTANTIATE_TEST_SUITE_P(
                     BadConf{"peer_access:1,2", "none or all"},
                     BadConf{"backend", "expected key:value"},
                     BadConf{"small_size:1GiB", "'small_size'"},
-                    BadConf{"varying_sizes:maybe", "'varying_sizes'"}));
+                    BadConf{"varying_sizes:maybe", "'varying_sizes'"},
+                    BadConf{"mode:alias,mode:offset", "key 'mode' given twice"},
+                    BadConf{"capacity:1GiB, capacity:2GiB", "key 'capacity' given twice"}));
+
+// Keys over a base replace its values; the base's other keys stay.
+TEST(RuntimeConfig, KeysReplaceThoseOfTheBase) {
+  const RuntimeConfig base = parse_runtime_config("backend:host,auto_step:false,windows:4");
+  const RuntimeConfig c = parse_runtime_config("auto_step:true", base);
+  EXPECT_EQ(c.backend, "host");
+  EXPECT_TRUE(c.auto_step);
+  EXPECT_EQ(c.windows, 4u);
+}
+
+// A log that cannot be written is refused when the runtime starts.
+TEST(RuntimeConfig, AnUnwritableLogIsRefusedAtStart) {
+  auto driver = testing_support::host_driver();
+  EXPECT_THROW(Runtime(parse_runtime_config("backend:host,log:/nonexistent/dir/x.log"), *driver),
+               ConfigError);
+}
 
 }  // namespace
 }  // namespace stalloc

@@ -71,8 +71,8 @@ ReplayResult replay_verified(Runtime& rt, const Trace& trace) {
 }
 
 RuntimeConfig test_config(const std::string& conf) {
-  // Later keys override earlier ones.
-  return parse_runtime_config("backend:host,auto_step:false," + conf);
+  // The tests' keys replace these.
+  return parse_runtime_config(conf, parse_runtime_config("backend:host,auto_step:false"));
 }
 
 PoolOfRuns::PoolOfRuns(const std::vector<std::uint32_t>& runs)

@@ -61,6 +61,7 @@ constexpr const char* kUsage =
     "  --allocators LIST   comma-separated models; default all of them\n"
     "  --pytorch-conf CONF PYTORCH_CUDA_ALLOC_CONF for the pytorch and gmlake models\n"
     "  --stalloc-conf CONF STALLOC_CONF for the stalloc rows (the runtime), e.g. granularity:32MiB\n"
+    "                      (the STALLOC_CONF environment variable is not read)\n"
     "  --gpu-lag N         the stalloc rows' events complete only after N queries, as on a GPU\n"
     "                      running behind the host (default 0: at once); the PyTorch models reuse\n"
     "                      memory in stream order and wait for no event\n"
