@@ -2,7 +2,8 @@
 # Installs the Debian packages stalloc needs, only those missing. Idempotent; needs root or sudo
 # when something is missing.
 set -euo pipefail
-packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev python3)
+packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev python3
+  python3-venv python3-pip python3-setuptools python3-wheel)
 if [[ "${STALLOC_WITH_CLANG:-0}" == 1 ]]; then packages+=(clang libclang-rt-dev); fi
 if [[ "${STALLOC_WITH_CHROMIUM:-0}" == 1 ]]; then packages+=(chromium); fi
 missing=()

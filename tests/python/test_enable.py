@@ -186,6 +186,24 @@ class EnableTest(unittest.TestCase):
             stalloc.enable("no_such_key:1")
         self.assertIn("no_such_key", str(ctx.exception))
 
+    def test_conf_keys_replace_those_of_the_environment(self):
+        # STALLOC_CONF sets granularity too: enable()'s value replaces it rather than repeat it.
+        sys.modules["torch"] = fake_torch(lambda a: None)
+        stalloc.enable("granularity:65536,profile_iterations:2")
+        with self.assertRaises(stalloc.StallocError) as ctx:
+            stalloc.enable("mode:alias,mode:offset")
+        self.assertIn("given twice", str(ctx.exception))
+
+    def test_pytorch_without_the_pluggable_interface_is_named(self):
+        old = fake_torch(lambda a: None)
+        del old.cuda.memory.CUDAPluggableAllocator
+        old.__version__ = "1.13.1"
+        sys.modules["torch"] = old
+        with self.assertRaises(stalloc.StallocError) as ctx:
+            stalloc.enable("")
+        self.assertIn("PyTorch 2.0 or newer", str(ctx.exception))
+        self.assertIn("1.13.1", str(ctx.exception))
+
     def test_too_late_is_a_clear_error(self):
         def refuse(allocator):
             raise RuntimeError("Can't swap an already initialized allocator")

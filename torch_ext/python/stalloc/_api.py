@@ -19,6 +19,29 @@ def _rank_suffixed(path):
     return f"{root}.rank{rank}{ext}"
 
 
+def _key(item):
+    return item.split(":", 1)[0].strip()
+
+
+def _over(base, conf):
+    """STALLOC_CONF `conf` over `base`: conf's keys replace base's; a key given twice within one
+    of them is still refused by the library."""
+    keys = {_key(item) for item in conf.split(",") if item.strip()}
+    kept = [item for item in base.split(",") if item.strip() and _key(item) not in keys]
+    return ",".join(kept + [item for item in conf.split(",") if item.strip()])
+
+
+def _check_torch_version(torch):
+    """stalloc plugs in through torch.cuda.memory.CUDAPluggableAllocator (PyTorch 2.0+)."""
+    memory = getattr(getattr(torch, "cuda", None), "memory", None)
+    if memory is None or not hasattr(memory, "CUDAPluggableAllocator"):
+        version = getattr(torch, "__version__", "unknown")
+        raise StallocError(
+            f"stalloc needs PyTorch 2.0 or newer (torch.cuda.memory.CUDAPluggableAllocator); "
+            f"this PyTorch is {version}. Upgrade PyTorch, or run without stalloc."
+        )
+
+
 def enable(conf=""):
     """Makes stalloc PyTorch's CUDA allocator. Call before anything initialises CUDA in PyTorch:
     the first CUDA tensor, but also torch.cuda.set_device() or torch.cuda.current_device()
@@ -37,6 +60,8 @@ def enable(conf=""):
     """
     import torch  # imported here so that stats() and friends work without torch installed
 
+    _check_torch_version(torch)
+
     # Initialising CUDA (set_device included) initialises PyTorch's caching allocator, after
     # which it cannot be swapped.
     if torch.cuda.is_initialized():
@@ -47,7 +72,7 @@ def enable(conf=""):
         )
     lib = load_library()
     error = ctypes.create_string_buffer(_ERROR_BYTES)
-    merged = ",".join(part for part in (os.environ.get("STALLOC_CONF", ""), conf) if part)
+    merged = _over(os.environ.get("STALLOC_CONF", ""), conf)
     check(lib.stalloc_configure(merged.encode(), error, _ERROR_BYTES), error)
 
     allocator = torch.cuda.memory.CUDAPluggableAllocator(
