@@ -74,18 +74,33 @@ Trace with_repeated_last_iteration(const Trace& trace, std::uint32_t copies) {
   for (const Event& e : trace.events) next_id = std::max(next_id, e.id);
   // The instance of each carried-out block in the copy before (the recorded ids at first).
   std::unordered_map<std::uint64_t, std::uint64_t> previous;
-  for (std::uint64_t id : partnered) previous[id] = id;
-  out.events.reserve(trace.events.size() + copies * (trace.events.size() - begin));
+  std::vector<const Event*> unpartnered;  // carried out with no free to pair with, in order
+  for (std::size_t i = begin; i < trace.events.size(); ++i) {
+    const Event& e = trace.events[i];
+    if (e.kind != EventKind::Alloc || freed.count(e.id) != 0) continue;
+    previous[e.id] = e.id;
+    if (partnered.count(e.id) == 0) unpartnered.push_back(&e);
+  }
+  out.events.reserve(trace.events.size() + copies * (trace.events.size() - begin + unpartnered.size()));
   for (std::uint32_t copy = 1; copy <= copies; ++copy) {
     std::unordered_map<std::uint64_t, std::uint64_t> fresh;  // recorded id -> this copy's id
     std::unordered_map<std::uint64_t, std::uint64_t> current;
+    // What the step before kept with nothing to free it goes as this step starts, before the
+    // step makes its own again where it did: each copy holds what the recorded step held.
+    for (const Event* kept : unpartnered) {
+      Event e = *kept;
+      e.kind = EventKind::Free;
+      e.id = previous.at(kept->id);
+      e.iteration = last + copy;
+      e.time_ns = -1;
+      out.events.push_back(e);
+    }
     for (std::size_t i = begin; i < trace.events.size(); ++i) {
       Event e = trace.events[i];
       e.iteration = last + copy;
       e.time_ns = -1;
       if (e.kind == EventKind::Alloc) {
         const bool paired = freed.count(e.id) != 0;
-        if (!paired && partnered.count(e.id) == 0) continue;  // made once and kept
         const std::uint64_t id = ++next_id;
         (paired ? fresh : current)[e.id] = id;
         e.id = id;
@@ -93,7 +108,7 @@ Trace with_repeated_last_iteration(const Trace& trace, std::uint32_t copies) {
         e.id = fresh.at(e.id);
       } else {
         auto partner = partner_of_free.find(i);
-        if (partner == partner_of_free.end()) continue;  // only the first step held it
+        if (partner == partner_of_free.end()) continue;  // only the recorded step held it
         e.id = previous.at(partner->second);
       }
       out.events.push_back(e);

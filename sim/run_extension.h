@@ -12,8 +12,10 @@
 //   start) and L's allocations it does not free (carried out to the next one) are paired by
 //   size, in order: in each copy a carried-out block is made again and the carried-in free
 //   frees the previous copy's instance, as a step that frees last step's gradients and makes its
-//   own. What finds no partner is left out of the copies (a block made once and kept; a free of
-//   something only the first step held), so the copies hold no more than L did.
+//   own. A carried-out block with no partner is freed as the next copy starts and made again
+//   where L made it (a step's outputs, kept until the next step); a carried-in free with no
+//   partner stays in L alone (something only the recorded step held). So each copy holds what L
+//   held, and the run's lower bound is the recording's.
 //
 // The copies carry no time stamps: the iteration time stays the recorded one.
 #pragma once

@@ -112,6 +112,12 @@ class SnapshotReader {
     count_unknown_keys(root, kTopKeys, &top_unknown_keys_);
     segments_ = root.find("segments");
     if (segments_ && !segments_->is_sequence()) fail("segments", "expected a list of segments");
+    if (const PickleValue* settings = root.find("allocator_settings");
+        settings && settings->kind == PickleValue::Kind::Dict) {
+      if (const PickleValue* e = settings->find("expandable_segments"); e && e->is_int()) {
+        expandable_segments_ = e->as_int() != 0 ? "true" : "false";
+      }
+    }
     std::vector<Trace> out;
     for (std::size_t d = 0; d < devices->items.size(); ++d) {
       Trace t = read_device(*devices->items[d], d);
@@ -136,6 +142,12 @@ class SnapshotReader {
     Tally unknown_actions, unknown_keys = top_unknown_keys_;
     std::map<std::string, std::uint64_t> segment_events;
     std::uint64_t snapshots = 0, ooms = 0, oom_bytes = 0;
+    // The first OOM: where it came, what it asked for, what the device had left, and the
+    // segments' bytes mapped or freed since recording began (signed), to place it against the
+    // dump's segments.
+    std::optional<std::size_t> oom_entry;
+    std::uint64_t oom_request = 0, oom_device_free = 0;
+    std::int64_t segment_change = 0, segment_change_at_oom = 0;
     std::vector<Request> requests;
     for (std::size_t i = 0; i < entries.items.size(); ++i) {
       const PickleValue& e = *entries.items[i];
@@ -161,10 +173,20 @@ class SnapshotReader {
         // The free this device does not use (free_action).
       } else if (a == "segment_alloc" || a == "segment_free" || a == "segment_map" || a == "segment_unmap") {
         ++segment_events[a];
+        if (auto size = unsigned_field(e, "size", at, false); size && *size <= kMaxTraceBytes) {
+          const auto bytes = static_cast<std::int64_t>(*size);
+          segment_change += a == "segment_alloc" || a == "segment_map" ? bytes : -bytes;
+        }
       } else if (a == "snapshot") {
         ++snapshots;
       } else if (a == "oom") {
         ++ooms;
+        if (!oom_entry) {
+          oom_entry = i;
+          oom_request = unsigned_field(e, "size", at, false).value_or(0);
+          oom_device_free = unsigned_field(e, "device_free", at, false).value_or(0);
+          segment_change_at_oom = segment_change;
+        }
         if (auto size = unsigned_field(e, "size", at, false)) {
           oom_bytes = *size > std::numeric_limits<std::uint64_t>::max() - oom_bytes
                           ? std::numeric_limits<std::uint64_t>::max()
@@ -213,7 +235,9 @@ class SnapshotReader {
       seeded_bytes += s.size;
     }
     std::uint64_t unknown_frees = 0;
+    std::optional<std::size_t> oom_event;  // events written before the first OOM
     for (const Request& r : requests) {
+      if (oom_entry && !oom_event && r.entry > *oom_entry) oom_event = trace.events.size();
       Event ev;
       ev.size = r.size;
       ev.stream = streams.index(r.stream);
@@ -235,6 +259,8 @@ class SnapshotReader {
     m["source"] = "pytorch";
     m["input"] = file_basename(name_);
     m["free_action"] = free_action;
+    // The allocator the run used: PyTorch's caching allocator, with or without expandable segments.
+    if (!expandable_segments_.empty()) m["pytorch_expandable_segments"] = expandable_segments_;
     if (unknown_frees) m["skipped_unknown_frees"] = std::to_string(unknown_frees);
     m["seeded_live_blocks"] = std::to_string(seeds.size());
     m["seeded_live_bytes"] = std::to_string(seeded_bytes);
@@ -254,6 +280,17 @@ class SnapshotReader {
     if (ooms) {
       m["oom_events"] = std::to_string(ooms);
       m["oom_requested_bytes"] = std::to_string(oom_bytes);
+      // The first OOM, for `stalloc fit`: the request, the device's free memory then, where it
+      // came in the trace, and what the allocator held then (the dump's segments less what was
+      // mapped after it), which with the free memory is the memory the allocator could have had.
+      m["first_oom_requested_bytes"] = std::to_string(oom_request);
+      m["first_oom_device_free_bytes"] = std::to_string(oom_device_free);
+      m["first_oom_event"] = std::to_string(oom_event.value_or(trace.events.size()));
+      if (segments_) {
+        const std::int64_t at_dump = static_cast<std::int64_t>(segment_bytes(device));
+        const std::int64_t at_oom = at_dump - (segment_change - segment_change_at_oom);
+        if (at_oom >= 0) m["first_oom_reserved_bytes"] = std::to_string(at_oom);
+      }
     }
     if (unknown_actions.total) {
       m["skipped_unknown_actions"] = std::to_string(unknown_actions.total);
@@ -298,6 +335,19 @@ class SnapshotReader {
       seeds->push_back(Seed{addr, *size, stream});
       ++*seeded;
     }
+  }
+
+  // The bytes of the dump's segments of `device` (what the allocator held at the dump).
+  std::uint64_t segment_bytes(std::size_t device) {
+    std::uint64_t total = 0;
+    for (std::size_t s = 0; s < segments_->items.size(); ++s) {
+      const PickleValue& seg = *segments_->items[s];
+      const std::string at = "segments[" + std::to_string(s) + "]";
+      if (seg.kind != PickleValue::Kind::Dict || *unsigned_field(seg, "device", at, true) != device) continue;
+      const std::uint64_t size = unsigned_field(seg, "total_size", at, false).value_or(0);
+      total = size > kMaxTraceBytes || total + size > kMaxTraceBytes ? kMaxTraceBytes : total + size;
+    }
+    return total;
   }
 
   // An integer field in [0, 2^64): nullopt when absent and not required.
@@ -353,6 +403,7 @@ class SnapshotReader {
 
   const std::string& name_;
   const PickleValue* segments_ = nullptr;
+  std::string expandable_segments_;  // "true" / "false" from allocator_settings, else unknown
   Tally top_unknown_keys_;
 };
 

@@ -30,8 +30,9 @@ TEST(RunExtension, DefaultRepetitionsReachEightIterationsAndAtLeastFourCopies) {
 }
 
 // A one-iteration snapshot: two blocks live at its start (seeded), a temporary made and freed,
-// one block made and kept. Each copy makes and frees the temporary only: the seeded blocks are
-// allocated once and the kept one, with no free of a block like it to pair with, once too.
+// one block made and kept. The seeded blocks are allocated once; each copy frees the step
+// before's kept block as it starts, then makes and frees the temporary and makes its own kept
+// block, so that it holds what the recorded step held.
 TEST(RunExtension, OneStepRepeatsItsTemporariesAndAllocatesItsLiveBlocksOnce) {
   TraceBuilder b;
   b.alloc(8 * MiB);  // seeded: weights
@@ -43,10 +44,10 @@ TEST(RunExtension, OneStepRepeatsItsTemporariesAndAllocatesItsLiveBlocksOnce) {
   const Trace& recorded = b.trace();
   const Trace run = with_repeated_last_iteration(recorded, 3);
   EXPECT_EQ(validate_trace(run), "");
-  ASSERT_EQ(run.events.size(), recorded.events.size() + 3 * 2);
+  ASSERT_EQ(run.events.size(), recorded.events.size() + 3 * 4);
   for (std::uint32_t copy = 1; copy <= 3; ++copy) {
-    EXPECT_EQ(count(run, copy, EventKind::Alloc), 1u);
-    EXPECT_EQ(count(run, copy, EventKind::Free), 1u);
+    EXPECT_EQ(count(run, copy, EventKind::Alloc), 2u);
+    EXPECT_EQ(count(run, copy, EventKind::Free), 2u);
   }
   EXPECT_EQ(run.events.back().time_ns, -1);
   EXPECT_EQ(lower_bound_bytes(run), lower_bound_bytes(recorded));
@@ -101,6 +102,19 @@ TEST(RunExtension, AnUnpairedCarriedInFreeIsNotRepeated) {
   EXPECT_EQ(validate_trace(run), "");
   EXPECT_EQ(count(run, 2, EventKind::Free), 1u);
   EXPECT_EQ(count(run, 3, EventKind::Alloc), 1u);
+}
+
+// Outputs kept at the end of a step, made after its largest temporary is gone (an inference
+// loop's results): kept across the copies they would add up to more than the step ever held;
+// freed as the next copy starts, every copy peaks where the step did.
+TEST(RunExtension, BlocksKeptAtTheEndOfAStepDoNotRaiseThePeak) {
+  TraceBuilder b;
+  b.free(b.alloc(10 * MiB));  // the step's largest temporary
+  b.alloc(4 * MiB);           // outputs, kept
+  b.alloc(4 * MiB);
+  const Trace run = with_repeated_last_iteration(b.trace(), 5);
+  EXPECT_EQ(validate_trace(run), "");
+  EXPECT_EQ(lower_bound_bytes(run), 10 * MiB);
 }
 
 }  // namespace
