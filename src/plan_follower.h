@@ -46,6 +46,7 @@ class PlanFollower {
   // Frees a tensor that lives in a planned slot (of any installed plan); false when `address`
   // is none.
   bool free(vmm::DevicePtr address, Freed* freed);
+  bool holds(vmm::DevicePtr address) const { return live_.find(address).plan != nullptr; }
   // Adds `stream` to the users of a tensor in a planned slot; false when `address` is none.
   bool record_stream(vmm::DevicePtr address, StreamMask stream);
 

@@ -187,6 +187,9 @@ vmm::DevicePtr Runtime::serve_unplanned(std::uint64_t size, std::uint32_t stream
     follower_.lend_any_from_now();
   }
   if (p == 0) {
+    // The tries made chunks for pages they then gave back to the cache: a failure holds no more
+    // than the runtime held before it.
+    memory_.trim();
     ++stats_.ooms;
     stats_.last_oom = {size, memory_.reserved_bytes(), memory_.capacity(), why};
     stats_.last_oom.retries = stats_.alloc_retries - retries;
@@ -210,6 +213,10 @@ vmm::DevicePtr Runtime::serve_after_frees(const std::function<vmm::DevicePtr()>&
     const std::uint64_t frees = stats_.frees;
     if (!freed_.wait_until(lock, deadline, [&] { return stats_.frees != frees; })) break;
     retried = true;
+    // Other threads went on meanwhile (a step may have installed or retired plans): what may be
+    // lent follows the plan followed now, and the budget of the slot this request matched is
+    // no longer this request's.
+    follower_.allow_lending(unplanned_.lender(), {});
     p = serve();
     if (p == 0) p = reclaimer_.after_failure(serve);
   }
@@ -288,6 +295,12 @@ void Runtime::take_deferred_frees() {
     }
   }
   deferred_frees_ = std::move(still);
+}
+
+bool Runtime::owns(void* ptr) const {
+  std::lock_guard lock(mutex_);
+  const auto p = reinterpret_cast<vmm::DevicePtr>(ptr);
+  return follower_.holds(p) || unplanned_.holds(p);
 }
 
 void Runtime::record_stream(void* ptr, vmm::StreamHandle stream) {

@@ -67,6 +67,8 @@ class Runtime {
   // A free on a stream being captured waits, the memory held, until a later malloc or step()
   // finds the capture over: the events it records would otherwise become nodes of the graph.
   void free(void* ptr, std::size_t size, int device, vmm::StreamHandle stream);
+  // Whether `ptr` is a live allocation this runtime served.
+  bool owns(void* ptr) const;
   // The tensor is also used on `stream`: its memory is reused only after that stream's work.
   void record_stream(void* ptr, vmm::StreamHandle stream);
   // Releases cached idle chunks.

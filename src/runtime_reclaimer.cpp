@@ -50,11 +50,7 @@ vmm::DevicePtr RuntimeReclaimer::after_failure(const std::function<vmm::DevicePt
   if (released || cached) p = serve();
   // Then the mappings of plans no tensor lives in, the one followed included: this iteration is
   // served dynamically from here on rather than fail while memory is free.
-  if (p == 0 && retire_idle_plans(nullptr)) {
-    // What it lent from named the retired plan.
-    if (follower_.active() == nullptr) unplanned_.lender().lend_any();
-    p = serve();
-  }
+  if (p == 0 && retire_idle_plans(nullptr)) p = serve();
   // Then the views of installed plans that no live tensor uses (mapped again when wanted).
   if (p == 0 && shed_plan_views() > 0) p = serve();
   // What was retired or shed may wait for GPU work: a failure waits for it, as PyTorch's
@@ -124,7 +120,13 @@ bool RuntimeReclaimer::wait_for_unmaps() {
 bool RuntimeReclaimer::retire_idle_plans(const InstalledPlan* keep) {
   const std::uint64_t before = driver_.counters().live_mappings;
   cache_.retire_idle(keep);
-  if (follower_.active() != nullptr && !cache_.holds(follower_.active())) follower_.stop_following();
+  if (follower_.active() != nullptr && !cache_.holds(follower_.active())) {
+    follower_.stop_following();
+    // What the lender was told it may lend named the retired plan's chunks, which go now:
+    // with no plan followed, any idle chunk (a retired plan that held no mapping frees none,
+    // and the failure path goes on to its next step with this request's lender).
+    unplanned_.lender().lend_any();
+  }
   cache_.release_retired();
   const std::uint64_t after = driver_.counters().live_mappings;
   if (after < before) {

@@ -50,6 +50,7 @@ class UnplannedServer {
   // Frees the block at `address` where it was served (*done: whether that took it back);
   // nothing when it is none of these.
   std::optional<Block> free(vmm::DevicePtr address, bool* done);
+  bool holds(vmm::DevicePtr address) const { return live_.count(address) != 0; }
   // Adds `stream` to the users of a live block; false when `address` is none.
   bool record_stream(vmm::DevicePtr address, StreamMask stream);
 

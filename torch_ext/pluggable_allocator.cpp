@@ -158,19 +158,29 @@ void forget_owner(void* ptr) {
   p.owners.erase(ptr);
 }
 
-stalloc::Runtime* owner_of(void* ptr) {
+// The runtime that served `ptr`. Unregistered, it was served by the first runtime before a
+// second one existed, or by none: then the one the caller names (`named`, -1: none) takes it,
+// and counts it as an invalid free there.
+stalloc::Runtime* owner_of(void* ptr, int named = -1) {
   Process& p = process();
   int device = -1;
-  if (p.several.load(std::memory_order_acquire)) {
+  const bool several = p.several.load(std::memory_order_acquire);
+  if (several) {
     std::lock_guard<std::mutex> lock(p.owners_mutex);
     auto it = p.owners.find(ptr);
     if (it != p.owners.end()) device = it->second;
   }
-  if (device < 0) {
+  if (device >= 0) return existing_runtime(device);
+  int first = -1;
+  {
     std::lock_guard<std::mutex> lock(p.mutex);
-    device = p.first_device;
+    first = p.first_device;
   }
-  return existing_runtime(device);
+  stalloc::Runtime* served_first = existing_runtime(first);
+  if (!several || named < 0 || named == first) return served_first;
+  if (served_first != nullptr && served_first->owns(ptr)) return served_first;
+  stalloc::Runtime* claimed = existing_runtime(named);
+  return claimed != nullptr ? claimed : served_first;
 }
 
 std::string oom_message(stalloc::Runtime& r, std::size_t size, int device) {
@@ -349,7 +359,7 @@ __attribute__((visibility("default"))) void stalloc_free(void* ptr, std::size_t 
   if (ptr == nullptr) return;
   // The runtime that served the pointer, whatever device the caller names: one told another
   // device's pointer would count an invalid free and leak the block.
-  stalloc::Runtime* r = owner_of(ptr);
+  stalloc::Runtime* r = owner_of(ptr, device);
   if (r == nullptr) return;
   forget_owner(ptr);
   r->free(ptr, size, device, stream_handle(stream));

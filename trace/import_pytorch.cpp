@@ -173,8 +173,9 @@ class SnapshotReader {
         // The free this device does not use (free_action).
       } else if (a == "segment_alloc" || a == "segment_free" || a == "segment_map" || a == "segment_unmap") {
         ++segment_events[a];
-        if (auto size = unsigned_field(e, "size", at, false); size && *size <= kMaxTraceBytes) {
-          const auto bytes = static_cast<std::int64_t>(*size);
+        // Informative only (the reserved bytes at an OOM): a size that is not one is skipped.
+        if (const std::uint64_t size = lenient_size(e, "size"); size <= kMaxTraceBytes) {
+          const auto bytes = static_cast<std::int64_t>(size);
           segment_change += a == "segment_alloc" || a == "segment_map" ? bytes : -bytes;
         }
       } else if (a == "snapshot") {
@@ -184,7 +185,7 @@ class SnapshotReader {
         if (!oom_entry) {
           oom_entry = i;
           oom_request = unsigned_field(e, "size", at, false).value_or(0);
-          oom_device_free = unsigned_field(e, "device_free", at, false).value_or(0);
+          oom_device_free = std::min(lenient_size(e, "device_free"), kMaxTraceBytes);
           segment_change_at_oom = segment_change;
         }
         if (auto size = unsigned_field(e, "size", at, false)) {
@@ -337,6 +338,14 @@ class SnapshotReader {
     }
   }
 
+  // An int field where it is one and fits, else 0: for figures the import only reports.
+  static std::uint64_t lenient_size(const PickleValue& e, const char* key) {
+    const PickleValue* v = e.find(key);
+    std::uint64_t out = 0;
+    if (v == nullptr || !v->is_integer() || !v->to_uint64(&out)) return 0;
+    return out;
+  }
+
   // The bytes of the dump's segments of `device` (what the allocator held at the dump).
   std::uint64_t segment_bytes(std::size_t device) {
     std::uint64_t total = 0;
@@ -344,7 +353,7 @@ class SnapshotReader {
       const PickleValue& seg = *segments_->items[s];
       const std::string at = "segments[" + std::to_string(s) + "]";
       if (seg.kind != PickleValue::Kind::Dict || *unsigned_field(seg, "device", at, true) != device) continue;
-      const std::uint64_t size = unsigned_field(seg, "total_size", at, false).value_or(0);
+      const std::uint64_t size = lenient_size(seg, "total_size");
       total = size > kMaxTraceBytes || total + size > kMaxTraceBytes ? kMaxTraceBytes : total + size;
     }
     return total;

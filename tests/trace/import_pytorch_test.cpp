@@ -229,6 +229,11 @@ TEST(ImportPytorch, LiveAtStartBlocksAreSeeded) {
       {"iteration_seconds", "0.000005"},  // one iteration: the span of its events, 10 to 15 us
       {"oom_events", "1"},
       {"oom_requested_bytes", "1099511627776"},
+      // The first OOM, for `stalloc fit`: its request, the device's free bytes then and where it
+      // came among the events (no reserved bytes: the segments mapped after it exceed the dump's).
+      {"first_oom_requested_bytes", "1099511627776"},
+      {"first_oom_device_free_bytes", "123"},
+      {"first_oom_event", "8"},
       {"segment_map_events", "1"},
       {"skipped_unknown_actions", "1"},
       {"unknown_actions", "mystery:1"},
