@@ -47,14 +47,25 @@ TEST(IterationTime, FlopsModelWhenThereAreNoTimeStamps) {
   EXPECT_EQ(iteration_time(t, *find_gpu_spec("a100")).source, "unknown");
 }
 
-TEST(EstimateTime, FirstIsTheCostliestWarmUpIterationAndSteadyTheLast) {
+// Three iterations of 1 s each: 10 maps (15 us), 10 creates (1930 us), 4 event queries (2 us).
+Trace three_seconds() {
   Trace t;
   t.events = {at(1, 0, 0), at(2, 1, 1'000'000'000), at(3, 2, 2'000'000'000)};
+  return t;
+}
+
+SimResult three_iterations() {
   SimResult r;
   r.iteration_calls.resize(3);
-  r.iteration_calls[0][vmm::CallKind::Map] = 10;     // 15 us
-  r.iteration_calls[1][vmm::CallKind::Create] = 10;  // 1930 us
-  r.iteration_calls[2][vmm::CallKind::EventQuery] = 4;  // 2 us
+  r.iteration_calls[0][vmm::CallKind::Map] = 10;
+  r.iteration_calls[1][vmm::CallKind::Create] = 10;
+  r.iteration_calls[2][vmm::CallKind::EventQuery] = 4;
+  return r;
+}
+
+TEST(EstimateTime, FirstIsTheCostliestWarmUpIterationAndSteadyTheLast) {
+  const Trace t = three_seconds();
+  SimResult r = three_iterations();
   const vmm::CostTable& a100 = *vmm::find_cost_table("a100");
   estimate_time(t, *find_gpu_spec("a100"), a100, &r);
   EXPECT_EQ(r.time.gpu, "a100");
@@ -87,13 +98,8 @@ TEST(EstimateTime, OneIterationIsBothFirstAndSteady) {
 // three simulated, 2 us for each of the 7 more of a 10-iteration run; a 2-iteration run is the
 // first two alone.
 TEST(EstimateTime, ARunIsTheSimulatedIterationsThenTheSteadyOneForTheRest) {
-  Trace t;
-  t.events = {at(1, 0, 0), at(2, 1, 1'000'000'000), at(3, 2, 2'000'000'000)};
-  SimResult r;
-  r.iteration_calls.resize(3);
-  r.iteration_calls[0][vmm::CallKind::Map] = 10;        // 15 us
-  r.iteration_calls[1][vmm::CallKind::Create] = 10;     // 1930 us
-  r.iteration_calls[2][vmm::CallKind::EventQuery] = 4;  // 2 us
+  const Trace t = three_seconds();
+  SimResult r = three_iterations();
   const vmm::CostTable& a100 = *vmm::find_cost_table("a100");
   estimate_time(t, *find_gpu_spec("a100"), a100, &r, 10);
   EXPECT_EQ(r.time.run_iterations, 10u);
