@@ -191,12 +191,14 @@ void PlanLifecycle::install_finished(std::uint32_t made_before) {
     if (config_.varying_sizes == VaryingSizes::Dynamic && f.plan->dynamic_peak_bytes == 0 &&
         recorder_.sizes_changed()) {
       ++stats_.plans_deferred;
+      stats_.last_plan_declined = "deferred: its sizes changed at the last comparison";
       log_("stalloc runtime: plan of iteration " + std::to_string(f.iteration) +
            " not installed: its sizes changed at the last comparison");
       continue;
     }
     if (std::string why; declines(*f.plan, &why)) {
       ++stats_.plans_declined;
+      stats_.last_plan_declined = why;
       declined = true;
       cache_.mark_failed(f.key);
       log_("stalloc runtime: plan of iteration " + std::to_string(f.iteration) +

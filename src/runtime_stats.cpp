@@ -52,6 +52,7 @@ void write_stats_json(const RuntimeStats& s, std::ostream& out) {
   j.field("retries", s.last_oom.retries).field("waited_seconds", s.last_oom.waited_seconds);
   j.end_object();
   j.field("last_plan_error", s.last_plan_error);
+  j.field("last_plan_declined", s.last_plan_declined);
   j.end_object();
 }
 

@@ -106,6 +106,7 @@ struct RuntimeStats {
   OomReport last_oom;
   RequestStats requests;
   std::string last_plan_error;
+  std::string last_plan_declined;  // why the last plan made was declined or deferred
   vmm::DriverCounters driver;
 
   // map + unmap + set_access + create + release + reserve + free: what a steady iteration must

@@ -68,4 +68,9 @@ expect_error "no iteration 7" "$tmp/r0.trace" -o "$tmp/x.plan" --iteration 7
 expect_error "--windows needs a positive count" "$tmp/r0.trace" -o "$tmp/x.plan" --windows 0
 printf 'stalloc-trace 1\na 1 10 0 0 fwd 0 0 0 -\nbogus\n' > "$tmp/bad.trace"
 expect_error "bad.trace:3" "$tmp/bad.trace" -o "$tmp/x.plan"
+# Every option of the trace form is in `plan --help`.
+"$bin" plan --help > "$tmp/help.txt"
+for option in --output --mode --iteration --granularity --windows --time-limit --remainder --json; do
+  grep -q -- "^  $option\|^  -o, $option" "$tmp/help.txt" || fail "plan --help lacks $option"
+done
 echo "plan_trace: ok"

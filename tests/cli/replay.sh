@@ -3,6 +3,7 @@
 # Usage: replay.sh STALLOC_BIN SRC_DIR
 set -euo pipefail
 bin=$1
+src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -149,4 +150,13 @@ grep -q "gives 9999999 bytes, its allocation" "$tmp/err.txt" || fail "error: $(c
 sed 's/^f 2 5242880 0 0/f 2 5242880 1 0/' "$tmp/two.trace" > "$tmp/stream.trace"
 if "$bin" replay "$tmp/stream.trace" > /dev/null 2> "$tmp/err.txt"; then fail "a free on another stream accepted"; fi
 grep -q "on stream 1, allocated on stream 0" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
+# The text summary says why a plan was not installed, and which iterations "steady" means.
+"$bin" import pytorch "$src/tests/data/snapshots/lm-small-train-ctx100.pickle" -o "$tmp/small.trace" > /dev/null
+"$bin" replay "$tmp/small.trace" > "$tmp/small.txt"
+grep -q "^plans declined   1, deferred 0: the last with the .* held beside it" "$tmp/small.txt" ||
+  fail "declined reason: $(cat "$tmp/small.txt")"
+grep -q "every iteration: no plan installed, all served online" "$tmp/small.txt" || fail "steady: $(cat "$tmp/small.txt")"
+"$bin" replay "$tmp/tiny8.trace" > "$tmp/tiny8.txt"
+grep -Eq "steady state: [0-9]+ iterations from iteration [0-9]+, after the first to follow" "$tmp/tiny8.txt" ||
+  fail "steady: $(cat "$tmp/tiny8.txt")"
 echo "replay.sh: ok"

@@ -79,9 +79,11 @@ double median_of(std::vector<std::uint64_t> ns) {
 // Steady state: the iterations after the last one that installed a plan.
 void steady_state(Summary& s) {
   const auto& its = s.result.iterations;
+  // After the last install (at the end of iteration i), iteration i + 1 is the first to follow
+  // the plan and maps its views as it reaches them: the steady ones come after it.
   std::size_t first = 0;
   for (std::size_t i = 0; i < its.size(); ++i) {
-    if (its[i].plans_installed > 0) first = i + 1;
+    if (its[i].plans_installed > 0) first = i + 2;
   }
   if (first >= its.size()) first = its.empty() ? 0 : its.size() - 1;
   std::uint64_t calls = 0;
@@ -173,9 +175,22 @@ void print_text(const Summary& s) {
   std::printf("mismatched       %llu\n",
               static_cast<unsigned long long>(s.stats.misses + s.stats.conflicts));
   std::printf("plan installs    %llu\n", static_cast<unsigned long long>(s.stats.plan_installs));
-  std::printf("vmm ops/iter     %.1f mean, %.1f median (steady state, %llu iterations)\n",
-              s.vmm_ops_per_iteration, s.vmm_ops_median,
-              static_cast<unsigned long long>(s.steady_iterations));
+  if (s.stats.plans_declined + s.stats.plans_deferred > 0) {
+    std::printf("plans declined   %llu, deferred %llu: the last %s\n",
+                static_cast<unsigned long long>(s.stats.plans_declined),
+                static_cast<unsigned long long>(s.stats.plans_deferred),
+                s.stats.last_plan_declined.c_str());
+  }
+  if (s.stats.plan_installs > 0) {
+    std::printf("vmm ops/iter     %.1f mean, %.1f median (steady state: %llu iterations from iteration "
+                "%zu, after the first to follow the last plan installed)\n",
+                s.vmm_ops_per_iteration, s.vmm_ops_median,
+                static_cast<unsigned long long>(s.steady_iterations), s.first_steady);
+  } else {
+    std::printf("vmm ops/iter     %.1f mean, %.1f median (every iteration: no plan installed, all "
+                "served online)\n",
+                s.vmm_ops_per_iteration, s.vmm_ops_median);
+  }
   std::printf("live mappings    %llu at most\n",
               static_cast<unsigned long long>(s.stats.driver.peak_live_mappings));
   std::printf("verify errors    %llu\n", static_cast<unsigned long long>(s.result.verify_errors));
