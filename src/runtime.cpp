@@ -55,7 +55,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       pool_(memory_),
       reclaimer_(config_, granularity_, driver_, memory_, pool_, sync_, cache_, follower_,
                  unplanned_, stats_, log_),
-      unplanned_(config_, granularity_, driver_, memory_, pool_, sync_, reclaimer_),
+      unplanned_(config_, granularity_, driver_, memory_, pool_, sync_, reclaimer_, device_bytes_),
       cache_(config.plan_cache_size),
       lifecycle_(config_, granularity_, driver_, memory_, pool_, sync_, cache_, follower_,
                  unplanned_, reclaimer_, stats_, log_),

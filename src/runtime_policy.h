@@ -13,6 +13,9 @@ struct RuntimePolicy {
   // reservation costs no memory; one that cannot be had is halved).
   std::uint64_t small_arena_bytes = std::uint64_t{64} << 30;
   std::uint64_t large_arena_bytes = std::uint64_t{1} << 40;
+  // ... or this many times the memory the runtime may hold, where that is less (at least 1 GiB):
+  // the arena's live blocks never exceed the memory, and the room beyond it is for its holes.
+  std::uint64_t arena_limit_share = 4;
   // Below this much memory held, small requests share the large requests' pages: a small
   // workload's partly used small pages would be a large share of all it holds.
   std::uint64_t small_apart_bytes = std::uint64_t{128} << 20;

@@ -11,11 +11,9 @@ StreamSync::~StreamSync() {
 }
 
 std::uint32_t StreamSync::index_of(vmm::StreamHandle stream) {
-  for (std::size_t i = 0; i < handles_.size(); ++i) {
-    if (handles_[i] == stream) return static_cast<std::uint32_t>(i);
-  }
-  handles_.push_back(stream);
-  return static_cast<std::uint32_t>(handles_.size() - 1);
+  const auto [it, fresh] = index_.try_emplace(stream, static_cast<std::uint32_t>(handles_.size()));
+  if (fresh) handles_.push_back(stream);
+  return it->second;
 }
 
 vmm::EventHandle StreamSync::take_event() {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "vmm/driver.h"
@@ -85,6 +86,7 @@ class StreamSync {
 
   vmm::Driver& driver_;
   std::vector<vmm::StreamHandle> handles_{0};
+  std::unordered_map<vmm::StreamHandle, std::uint32_t> index_{{0, 0}};  // handle -> index, O(1)
   std::vector<vmm::EventHandle> free_events_;
   std::vector<vmm::EventHandle> all_events_;
   struct Mark {

@@ -15,13 +15,14 @@ constexpr std::size_t kArenaKinds = 3;
 
 UnplannedServer::UnplannedServer(const RuntimeConfig& config, std::uint64_t granularity,
                                  vmm::Driver& driver, PhysicalMemory& memory, PlanPool& pool,
-                                 StreamSync& sync, Reclaimer& reclaimer)
+                                 StreamSync& sync, Reclaimer& reclaimer, std::uint64_t device_bytes)
     : config_(config),
       granularity_(granularity),
       driver_(driver),
       memory_(memory),
       sync_(sync),
       reclaimer_(reclaimer),
+      device_bytes_(device_bytes),
       lender_(pool, reclaimer),
       dedicated_(driver, memory, sync, reclaimer) {}
 
@@ -51,12 +52,23 @@ PackedArena& UnplannedServer::arena(std::uint32_t stream, std::uint64_t size, bo
   if (!packed_[index]) {
     const RuntimePolicy& policy = config_.policy;
     packed_[index] = std::make_unique<PackedArena>(
-        driver_, memory_, sync_, small ? policy.small_arena_bytes : policy.large_arena_bytes,
+        driver_, memory_, sync_,
+        reservation(small ? policy.small_arena_bytes : policy.large_arena_bytes),
         stream, policy.arena_idle_bytes, &lender_, reclaimer_, online ? page_granules : 1,
         ArenaExtents{std::max<std::uint64_t>(config_.extent_size / granularity_, 1),
                      policy.extent_held_share});
   }
   return *packed_[index];
+}
+
+std::uint64_t UnplannedServer::reservation(std::uint64_t policy_bytes) const {
+  const std::uint64_t limit = memory_.capacity() != 0 ? memory_.capacity() : device_bytes_;
+  if (limit == 0) return policy_bytes;
+  const std::uint64_t share = config_.policy.arena_limit_share;
+  const std::uint64_t wanted = limit > policy_bytes / share ? policy_bytes : limit * share;
+  const std::uint64_t at_least = std::uint64_t{1} << 30;
+  const std::uint64_t bytes = std::min(policy_bytes, std::max(wanted, at_least));
+  return (bytes + granularity_ - 1) / granularity_ * granularity_;
 }
 
 std::optional<UnplannedServer::Block> UnplannedServer::free(vmm::DevicePtr address,

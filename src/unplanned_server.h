@@ -31,8 +31,11 @@ namespace stalloc {
 
 class UnplannedServer {
  public:
+  // device_bytes: the device's memory where the driver keeps to it, else 0 (it bounds the
+  // address space each stream's arenas reserve).
   UnplannedServer(const RuntimeConfig& config, std::uint64_t granularity, vmm::Driver& driver,
-                  PhysicalMemory& memory, PlanPool& pool, StreamSync& sync, Reclaimer& reclaimer);
+                  PhysicalMemory& memory, PlanPool& pool, StreamSync& sync, Reclaimer& reclaimer,
+                  std::uint64_t device_bytes);
 
   // What serves a request of `size` on `stream`: a dedicated range while no plan is followed
   // and the tensor is large (RuntimePolicy::dedicated_waste_share), else the stream's packed
@@ -80,6 +83,11 @@ class UnplannedServer {
 
  private:
   PackedArena& arena(std::uint32_t stream, std::uint64_t size, bool planned);
+  // Address space for a new arena: the policy's, or arena_limit_share times the memory the
+  // runtime may hold (capacity, else the device) where that is less, at least 1 GiB. A stream
+  // cannot hold more than that, and a GPU's 47 to 49 bits would otherwise run out at about a
+  // hundred streams.
+  std::uint64_t reservation(std::uint64_t policy_bytes) const;
 
   const RuntimeConfig& config_;
   const std::uint64_t granularity_;
@@ -87,6 +95,7 @@ class UnplannedServer {
   PhysicalMemory& memory_;
   StreamSync& sync_;
   Reclaimer& reclaimer_;
+  const std::uint64_t device_bytes_;
   IdleChunkLender lender_;
   DedicatedRanges dedicated_;  // large unplanned tensors while no plan is followed
   // Per stream, kArenaKinds arenas (small requests, large ones, large ones on online pages).

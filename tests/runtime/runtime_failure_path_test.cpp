@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/runtime/runtime_test_support.h"
 
@@ -164,6 +166,24 @@ TEST(RuntimeFailurePath, RequestStatisticsNeverGoNegative) {
   EXPECT_EQ(s.requests.bytes[kAllRequests].peak, 0u);
   EXPECT_EQ(s.requests.count[kAllRequests].allocated, 0u);
   EXPECT_EQ(s.requests.count[kAllRequests].freed, 0u);
+}
+
+// Each stream's arenas reserve address space in proportion to the memory the runtime may hold
+// (RuntimePolicy::arena_limit_share), not a fixed 1 TiB: a thousand streams each get their small
+// tensor (at 1 TiB a stream, the 128th would find no address space on a 47-bit device).
+TEST(RuntimeFailurePath, AThousandStreamsEachGetTheirTensor) {
+  auto driver = host_driver(1024 * kG);
+  Runtime rt(test_config(""), *driver);
+  std::vector<std::pair<void*, vmm::StreamHandle>> live;
+  for (vmm::StreamHandle s = 1; s <= 1000; ++s) {
+    void* p = rt.malloc(4096, 0, s * 0x100);
+    ASSERT_NE(p, nullptr) << "stream " << s << ": " << rt.stats().last_oom.reason;
+    std::memset(p, static_cast<int>(s & 0xff), 4096);
+    live.emplace_back(p, s * 0x100);
+  }
+  for (const auto& [p, s] : live) rt.free(p, 4096, 0, s);
+  EXPECT_EQ(rt.stats().allocated_bytes, 0u);
+  EXPECT_EQ(rt.stats().ooms, 0u);
 }
 
 }  // namespace
