@@ -63,6 +63,7 @@ std::string driver_time_section(const std::vector<SimResult>& results) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const SimResult*>> by_workload;
   for (const SimResult& r : results) {
+    if (r.recorded) continue;  // its calls were not recorded
     if (!by_workload.count(r.workload)) order.push_back(r.workload);
     by_workload[r.workload].push_back(&r);
   }
@@ -199,7 +200,12 @@ std::string render_html_report(const ReportInput& in) {
          << "</td><td class=\"l\">" << escape(r.allocator) << "</td><td>" << escape(format_bytes(r.peak_allocated_bytes))
          << "</td><td>" << escape(format_bytes(r.peak_reserved_bytes)) << "</td><td class=\""
          << (r.utilization < 0.9 ? "bad" : "good") << "\">" << percent(r.utilization) << "</td><td>"
-         << escape(format_bytes(r.waste_bytes)) << "</td><td" << (r.oom ? " class=\"bad\">at event " + std::to_string(r.oom_event) : std::string(">") + (in.capacity ? "no" : "-"))
+         << escape(format_bytes(r.waste_bytes)) << "</td>";
+    if (r.recorded) {  // the recorded run's own allocator: no calls or times recorded
+      html << "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td></tr>\n";
+      continue;
+    }
+    html << "<td" << (r.oom ? " class=\"bad\">at event " + std::to_string(r.oom_event) : std::string(">") + (in.capacity ? "no" : "-"))
          << "</td><td>" << r.time.first_calls.total() << "</td><td>" << fixed(r.driver_calls_per_iteration, 0)
          << "</td>" << time_cell(r.time.allocator_seconds_first, r.time.overhead_first, r.time.iteration_seconds)
          << time_cell(r.time.allocator_seconds_steady, r.time.overhead_steady, r.time.iteration_seconds)
@@ -233,6 +239,7 @@ std::string render_html_report(const ReportInput& in) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const SimResult*>> by_workload;
   for (const SimResult& r : in.results) {
+    if (r.recorded) continue;  // no timeline: only its peaks were recorded
     if (!by_workload.count(r.workload)) order.push_back(r.workload);
     by_workload[r.workload].push_back(&r);
   }

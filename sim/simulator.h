@@ -56,6 +56,8 @@ struct SimResult {
     double overhead_run = 0.0;       // of run_iterations times the iteration time
     std::vector<double> allocator_seconds;  // per iteration, in the order of iteration_calls
   } time;
+  // Not a model: what the recorded run's own allocator held (`stalloc sim`'s actual row).
+  bool recorded = false;
   // Copies of the recorded trace's last iteration the simulated one ends with (run_extension.h).
   std::uint32_t repeated_iterations = 0;
   double milliseconds = 0.0;  // model construction (planning) and replay

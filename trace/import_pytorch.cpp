@@ -148,6 +148,7 @@ class SnapshotReader {
     std::optional<std::size_t> oom_entry;
     std::uint64_t oom_request = 0, oom_device_free = 0;
     std::int64_t segment_change = 0, segment_change_at_oom = 0;
+    std::int64_t segment_change_peak = 0;  // the most the segments grew above the start
     std::vector<Request> requests;
     for (std::size_t i = 0; i < entries.items.size(); ++i) {
       const PickleValue& e = *entries.items[i];
@@ -177,6 +178,7 @@ class SnapshotReader {
         if (const std::uint64_t size = lenient_size(e, "size"); size <= kMaxTraceBytes) {
           const auto bytes = static_cast<std::int64_t>(size);
           segment_change += a == "segment_alloc" || a == "segment_map" ? bytes : -bytes;
+          segment_change_peak = std::max(segment_change_peak, segment_change);
         }
       } else if (a == "snapshot") {
         ++snapshots;
@@ -278,6 +280,12 @@ class SnapshotReader {
     }
     for (const auto& [action, n] : segment_events) m[action + "_events"] = std::to_string(n);
     if (snapshots) m["snapshot_events"] = std::to_string(snapshots);
+    // What the run's allocator reserved at most: the dump's segments less what they grew over
+    // the recording, plus the most they grew (`stalloc sim`'s actual row).
+    if (segments_) {
+      const std::int64_t at_start = static_cast<std::int64_t>(segment_bytes(device)) - segment_change;
+      if (at_start >= 0) m["recorded_peak_reserved_bytes"] = std::to_string(at_start + segment_change_peak);
+    }
     if (ooms) {
       m["oom_events"] = std::to_string(ooms);
       m["oom_requested_bytes"] = std::to_string(oom_bytes);

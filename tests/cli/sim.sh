@@ -128,8 +128,20 @@ results = json.load(open(sys.argv[1]))["results"]
 names = {r["workload"] for r in results}
 assert len(names) == 18, sorted(names)
 assert {"fixed_seq128", "nca-inference-b", "embedder-train-expandable-3gpu.dev1"} <= names, sorted(names)
-stamped = [r for r in results if r["iteration_time_source"] == "time stamps"]
-assert len(stamped) == 14, [r["workload"] for r in results if r not in stamped]
+models = [r for r in results if not r["recorded"]]
+stamped = [r for r in models if r["iteration_time_source"] == "time stamps"]
+assert len(stamped) == 14, [r["workload"] for r in models if r not in stamped]
+# Beside the models, each snapshot's device shows what its run's allocator actually held: the
+# same live bytes at the peak, the recorded segments' peak, named by the allocator it used.
+actual = {r["workload"]: r for r in results if r["recorded"]}
+assert len(actual) == 15, sorted(actual)
+for r in models:
+    a = actual.get(r["workload"])
+    if a is None:
+        continue
+    assert a["allocator"] in ("actual", "actual (pytorch)", "actual (pytorch-expandable)"), a  # "actual": no allocator_settings
+    assert a["peak_allocated_bytes"] == r["peak_allocated_bytes"] <= a["peak_reserved_bytes"], (a, r)
+assert actual["embedder-train-expandable-3gpu.dev0"]["allocator"] == "actual (pytorch-expandable)"
 PY
 # --gpu-lag: the stalloc rows' events complete late; the same requests, so the same peak
 # allocated, and at least as much reserved; the PyTorch rows do not change.
@@ -176,7 +188,7 @@ src=$2
   > "$tmp/snap.json" 2> /dev/null || fail "sim of a snapshot failed"
 python3 - "$tmp/snap.json" <<'PY' || fail "sim did not import the snapshots"
 import json, sys
-names = [r["workload"] for r in json.load(open(sys.argv[1]))["results"]]
+names = [r["workload"] for r in json.load(open(sys.argv[1]))["results"] if not r["recorded"]]
 assert names == ["cnn-optimisation-loop", "embedder-train-expandable-3gpu.dev0",
                  "embedder-train-expandable-3gpu.dev1", "embedder-train-expandable-3gpu.dev2"], names
 PY

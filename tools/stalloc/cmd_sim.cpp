@@ -202,31 +202,65 @@ std::string run_cell(const SimResult::TimeEstimate& t) {
   return buffer;
 }
 
+// Columns as wide as their widest cell, so that long workload names and percentages of 1000% or
+// more keep the table aligned.
 void print_table(const std::vector<SimResult>& results, std::uint64_t capacity) {
-  std::printf("%-26s %-18s %11s %13s %7s %11s %8s %10s %10s %16s %16s %16s %8s\n", "workload",
-              "allocator", "peak alloc", "peak reserved", "util", "waste", "OOM", "calls 1st", "calls/it",
-              "est. first", "est. steady", "est. run", "sim");
+  struct Cells {
+    std::vector<std::string> text;
+  };
+  const std::vector<std::string> header = {"workload", "allocator", "peak alloc", "peak reserved", "util",
+                                           "waste", "OOM", "calls 1st", "calls/it", "est. first",
+                                           "est. steady", "est. run", "sim"};
+  std::vector<Cells> rows;
   for (const SimResult& r : results) {
     const SimResult::TimeEstimate& t = r.time;
-    std::printf("%-26s %-18s %11s %13s %6.1f%% %11s %8s %10llu %10.0f %16s %16s %16s %6.0fms\n",
-                r.workload.c_str(), r.allocator.c_str(), format_bytes(r.peak_allocated_bytes).c_str(),
-                format_bytes(r.peak_reserved_bytes).c_str(), r.utilization * 100.0,
-                format_bytes(r.waste_bytes).c_str(), oom_cell(r, capacity).c_str(),
-                static_cast<unsigned long long>(t.first_calls.total()), r.driver_calls_per_iteration,
-                time_cell(t.allocator_seconds_first, t.overhead_first, t.iteration_seconds).c_str(),
-                time_cell(t.allocator_seconds_steady, t.overhead_steady, t.iteration_seconds).c_str(),
-                run_cell(t).c_str(), r.milliseconds);
+    char util[32], sim_ms[32], calls[32];
+    std::snprintf(util, sizeof util, "%.1f%%", r.utilization * 100.0);
+    std::snprintf(sim_ms, sizeof sim_ms, "%.0fms", r.milliseconds);
+    std::snprintf(calls, sizeof calls, "%.0f", r.driver_calls_per_iteration);
+    if (r.recorded) {
+      rows.push_back({{r.workload, r.allocator, format_bytes(r.peak_allocated_bytes),
+                       format_bytes(r.peak_reserved_bytes), util, format_bytes(r.waste_bytes), "-", "-", "-",
+                       "-", "-", "-", "-"}});
+      continue;
+    }
+    rows.push_back({{r.workload, r.allocator, format_bytes(r.peak_allocated_bytes),
+                     format_bytes(r.peak_reserved_bytes), util, format_bytes(r.waste_bytes),
+                     oom_cell(r, capacity), std::to_string(t.first_calls.total()), calls,
+                     time_cell(t.allocator_seconds_first, t.overhead_first, t.iteration_seconds),
+                     time_cell(t.allocator_seconds_steady, t.overhead_steady, t.iteration_seconds),
+                     run_cell(t), sim_ms}});
   }
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const Cells& row : rows) {
+    for (std::size_t c = 0; c < header.size(); ++c) width[c] = std::max(width[c], row.text[c].size());
+  }
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      // The names left-aligned, the figures right-aligned.
+      const int w = static_cast<int>(width[c]);
+      std::printf(c < 2 ? "%-*s" : " %*s", w, cells[c].c_str());
+      if (c == 0) std::printf(" ");
+    }
+    std::printf("\n");
+  };
+  print_row(header);
+  for (const Cells& row : rows) print_row(row.text);
 }
 
-void print_iteration_times(const std::vector<SimResult>& results, std::size_t allocators) {
+void print_iteration_times(const std::vector<SimResult>& results) {
   std::printf("\niteration time (%s): ", results.empty() ? "" : results.front().time.gpu.c_str());
-  for (std::size_t i = 0; i < results.size(); i += allocators) {
-    const SimResult::TimeEstimate& t = results[i].time;
-    std::printf("%s%s %.3g s (%s)", i == 0 ? "" : "; ", results[i].workload.c_str(), t.iteration_seconds,
-                t.iteration_source.c_str());
+  std::string last;
+  for (const SimResult& r : results) {
+    if (r.workload == last) continue;
+    std::printf("%s%s %.3g s (%s)", last.empty() ? "" : "; ", r.workload.c_str(), r.time.iteration_seconds,
+                r.time.iteration_source.c_str());
+    last = r.workload;
   }
-  std::printf("\nest. = estimated allocator driver time from the cost table (docs/driver_costs.md), no GPU measured;"
+  std::printf("\nactual = what the recorded run's allocator held at its peak (the snapshot's segments); "
+              "its driver calls are not recorded\n");
+  std::printf("est. = estimated allocator driver time from the cost table (docs/driver_costs.md), no GPU measured;"
               " run = %llu iterations: the simulated ones (the last iteration repeated to reach the steady"
               " state), then the steady one for the rest\n",
               static_cast<unsigned long long>(results.empty() ? 0 : results.front().time.run_iterations));
@@ -290,6 +324,7 @@ void print_json(const std::vector<SimResult>& results, const std::vector<SweepRe
         .field("est_allocator_seconds_run", t.allocator_seconds_run)
         .field("est_overhead_run", t.overhead_run)
         .field("iterations", static_cast<std::uint64_t>(r.iteration_calls.size()))
+        .field("recorded", r.recorded)
         .field("repeated_iterations", static_cast<std::uint64_t>(r.repeated_iterations));
     j.key("est_allocator_seconds_per_iteration").begin_array();
     for (double seconds : t.allocator_seconds) j.value(seconds);
@@ -498,6 +533,38 @@ int sim(const std::vector<std::string>& raw) {
     }
   });
 
+  // What the recorded run itself held, for a snapshot whose segments say (the importer's
+  // recorded_peak_reserved_bytes), after the models' rows of its workload.
+  {
+    std::vector<SimResult> with_actual;
+    for (std::size_t w = 0; w < workloads.size(); ++w) {
+      for (std::size_t a = 0; a < allocators.size(); ++a) with_actual.push_back(std::move(results[w * allocators.size() + a]));
+      const Trace& t = trace_of(*workloads[w]);
+      auto held = t.meta.find("recorded_peak_reserved_bytes");
+      if (held == t.meta.end()) continue;
+      SimResult actual;
+      actual.workload = workloads[w]->name;
+      auto expandable = t.meta.find("pytorch_expandable_segments");
+      actual.allocator = expandable == t.meta.end() ? "actual"
+                         : expandable->second == "true" ? "actual (pytorch-expandable)"
+                                                        : "actual (pytorch)";
+      actual.peak_allocated_bytes = lower_bound_bytes(t);
+      actual.peak_reserved_bytes = std::strtoull(held->second.c_str(), nullptr, 10);
+      actual.utilization = actual.peak_reserved_bytes == 0
+                               ? 1.0
+                               : static_cast<double>(actual.peak_allocated_bytes) /
+                                     static_cast<double>(actual.peak_reserved_bytes);
+      actual.waste_bytes = actual.peak_reserved_bytes - std::min(actual.peak_reserved_bytes, actual.peak_allocated_bytes);
+      actual.recorded = true;
+      actual.time.gpu = gpu_name;
+      actual.time.iteration_seconds = iteration_time(t, *gpu).seconds;
+      actual.time.iteration_source = iteration_time(t, *gpu).source;
+      actual.time.run_iterations = run_iterations;
+      with_actual.push_back(std::move(actual));
+    }
+    results = std::move(with_actual);
+  }
+
   std::vector<SweepResult> sweep;
   if (swept) {
     const std::size_t searches = workloads.size() * allocators.size();
@@ -518,7 +585,7 @@ int sim(const std::vector<std::string>& raw) {
     print_json(results, sweep, swept, options.gpu_lag);
   } else {
     print_table(results, options.capacity);
-    print_iteration_times(results, allocators.size());
+    print_iteration_times(results);
     if (swept) print_sweep(sweep, options.capacity);
     if (options.gpu_lag > 0) {
       std::printf("stalloc rows under a GPU lag of %u queries: memory the GPU may still use is not "
