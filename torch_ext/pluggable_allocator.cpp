@@ -393,6 +393,12 @@ __attribute__((visibility("default"))) void stalloc_step() {
   for_each_runtime([](stalloc::Runtime& r) { r.step(); });
 }
 
+// Waits for every device's background planning and installs what it made: for deterministic
+// tests, and before a process that made the runtimes ends its threads.
+__attribute__((visibility("default"))) void stalloc_wait_for_planning() {
+  for_each_runtime([](stalloc::Runtime& r) { r.wait_for_planning(); });
+}
+
 // torch.cuda.reset_peak_memory_stats: peaks restart from the current values (device < 0: all).
 __attribute__((visibility("default"))) void stalloc_reset_peak_stats(int device) {
   for (int d = 0; d < kMaxDevices; ++d) {

@@ -13,6 +13,7 @@ void stalloc_free(void* ptr, std::size_t size, int device, void* stream);
 void stalloc_record_stream(void* ptr, void* stream);
 void stalloc_reset();
 void stalloc_step();
+void stalloc_wait_for_planning();
 void stalloc_set_oom_thrower(void (*thrower)(const char*));
 void stalloc_set_oom_wait(double seconds);
 void stalloc_set_memory_fraction(double fraction, int device);

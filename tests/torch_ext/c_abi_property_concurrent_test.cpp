@@ -255,6 +255,9 @@ TEST(CAbiProperty, RandomCallsFromThreadsKeepEveryInvariant) {
     });
   }
   for (auto& th : threads) th.join();
+  // The runtimes live as long as the process (as PyTorch's allocator does): their planning
+  // threads are joined here, not at exit.
+  stalloc_wait_for_planning();
   for (const std::string& w : failures.what) ADD_FAILURE() << w;
   for (int d = 0; d < kDevices; ++d) {
     EXPECT_EQ(number_at(stats_json(), {"devices", std::to_string(kFirstDevice + d), "allocated_bytes"}), 0u);

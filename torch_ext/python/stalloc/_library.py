@@ -47,6 +47,8 @@ def _declare(lib):
     lib.stalloc_set_memory_fraction.restype = None
     lib.stalloc_step.argtypes = []
     lib.stalloc_step.restype = None
+    lib.stalloc_wait_for_planning.argtypes = []
+    lib.stalloc_wait_for_planning.restype = None
     lib.stalloc_stats_json.argtypes = [c.c_char_p, c.c_size_t]
     lib.stalloc_stats_json.restype = c.c_size_t
     lib.stalloc_dump_snapshot.argtypes = [c.c_char_p, c.c_char_p, c.c_size_t]
