@@ -13,7 +13,8 @@ torch.cuda.memory.CUDAPluggableAllocator takes) and needs no compiled extension.
 """
 
 from ._library import StallocError, library_path, load_library
-from ._api import dump_snapshot, enable, integration, save_trace, set_oom_wait, stats, step
+from ._api import dump_snapshot, enable, enabled, integration, save_trace, set_oom_wait, stats, step
+from . import integrations
 from ._memory import (
     max_memory_allocated,
     max_memory_reserved,
@@ -29,6 +30,8 @@ __all__ = [
     "StallocError",
     "dump_snapshot",
     "enable",
+    "enabled",
+    "integrations",
     "integration",
     "library_path",
     "load_library",

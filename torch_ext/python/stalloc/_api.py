@@ -106,13 +106,14 @@ def enable(conf=""):
             "memory in this process. Call stalloc.enable() before creating any CUDA tensor "
             f"(PyTorch said: {exc})"
         ) from exc
+    _INTEGRATION["enabled"] = True
     _INTEGRATION["hooks"] = hooks
     _INTEGRATION["out_of_memory_error"] = _install_oom_error(lib)
     _INTEGRATION["patched"] = patch_torch(torch)
     return allocator
 
 
-_INTEGRATION = {"hooks": [], "out_of_memory_error": None, "patched": []}
+_INTEGRATION = {"enabled": False, "hooks": [], "out_of_memory_error": None, "patched": []}
 _OOM_LIBRARY = None  # kept loaded: libstalloc_torch.so calls into it
 
 
@@ -130,6 +131,11 @@ def _install_oom_error(lib):
         raise StallocError(f"cannot load {path} (built against another PyTorch?): {exc}") from exc
     lib.stalloc_set_oom_thrower(thrower)
     return "torch.cuda.OutOfMemoryError"
+
+
+def enabled():
+    """Whether enable() has made stalloc PyTorch's allocator in this process."""
+    return _INTEGRATION["enabled"]
 
 
 def integration():
