@@ -24,6 +24,7 @@
 #include "trace/import_support.h"
 #include "trace/iteration_finder.h"
 #include "trace/safe_unpickler.h"
+#include "trace/trace_io.h"
 
 namespace stalloc {
 
@@ -427,6 +428,13 @@ class SnapshotReader {
 }  // namespace
 
 std::vector<Trace> import_pytorch_snapshot(std::string_view pickle_bytes, const std::string& input_name) {
+  // A stalloc trace given where a snapshot is expected: say so rather than fail on its first byte.
+  if (pickle_bytes.substr(0, kTextTraceHeader.size()) == kTextTraceHeader ||
+      pickle_bytes.substr(0, kBinaryTraceMagic.size()) == kBinaryTraceMagic) {
+    throw ParseError(input_name, 1,
+                     "this is a stalloc trace, not a PyTorch memory snapshot: stalloc inspect, plan, "
+                     "sim, replay and fit read it as it is");
+  }
   PickleDocument doc = unpickle(pickle_bytes, input_name);
   return SnapshotReader(input_name).read(doc.root());
 }

@@ -148,4 +148,10 @@ expect_error "refusing to load untrusted pickle" "$bin" import pytorch "$tmp/evi
 expect_error "unknown import format 'nope'" "$bin" import nope "$tmp/p.csv" -o "$tmp/z.trace"
 expect_error "cannot open" "$bin" inspect "$tmp/missing.trace"
 
+# A stalloc trace given to the snapshot importer is named for what it is.
+"$bin" gen --preset tiny --iterations 2 -o "$tmp/as-snapshot.trace" 2> /dev/null
+if "$bin" import pytorch "$tmp/as-snapshot.trace" -o "$tmp/never.trace" 2> "$tmp/err.txt"; then
+  fail "a trace imported as a snapshot"
+fi
+grep -q "this is a stalloc trace, not a PyTorch memory snapshot" "$tmp/err.txt" || fail "error: $(cat "$tmp/err.txt")"
 echo "import_inspect: ok"
