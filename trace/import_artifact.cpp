@@ -103,6 +103,7 @@ Trace import_stalloc_artifact(std::string_view text, const std::string& input_na
   trace.meta["source"] = "stalloc-artifact";
   trace.meta["input"] = file_basename(input_name);
   if (unknown_frees) trace.meta["skipped_unknown_frees"] = std::to_string(unknown_frees);
+  check_imported(trace, input_name);
   return trace;
 }
 

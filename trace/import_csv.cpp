@@ -75,6 +75,7 @@ Trace import_interval_csv(std::string_view csv, const std::string& input_name) {
   }
   trace.meta["source"] = "csv";
   trace.meta["input"] = file_basename(input_name);
+  check_imported(trace, input_name);
   return trace;
 }
 

@@ -310,6 +310,7 @@ class SnapshotReader {
       m["skipped_unknown_keys"] = std::to_string(unknown_keys.total);
       m["unknown_keys"] = unknown_keys.list();
     }
+    check_imported(trace, name_);
     return trace;
   }
 

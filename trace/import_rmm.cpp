@@ -113,6 +113,7 @@ Trace import_rmm_log(std::string_view csv, const std::string& input_name) {
   trace.meta["input"] = file_basename(input_name);
   if (failures) trace.meta["skipped_failures"] = std::to_string(failures);
   if (unknown_frees) trace.meta["skipped_unknown_frees"] = std::to_string(unknown_frees);
+  check_imported(trace, input_name);
   return trace;
 }
 

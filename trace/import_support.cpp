@@ -13,13 +13,29 @@ std::uint32_t StreamIndexer::index(std::uint64_t raw) {
   return it->second;
 }
 
+void AddressTracker::order_time(Event& e) {
+  if (e.time_ns < 0) return;
+  if (e.time_ns < last_time_) {
+    e.time_ns = -1;
+  } else {
+    last_time_ = e.time_ns;
+  }
+}
+
 bool AddressTracker::alloc(std::uint64_t addr, Event e) {
   e.kind = EventKind::Alloc;
   e.id = next_id_;
-  if (!live_.emplace(addr, Live{e.id, e.size}).second) return false;
+  if (!live_.emplace(addr, Live{e.id, e.size, e.stream}).second) return false;
   ++next_id_;
+  order_time(e);
   trace_->events.push_back(e);
   return true;
+}
+
+void check_imported(const Trace& trace, const std::string& input_name) {
+  if (std::string problem = validate_trace(trace); !problem.empty()) {
+    throw ParseError(input_name, 0, "the input does not make a consistent trace: " + problem);
+  }
 }
 
 bool AddressTracker::free(std::uint64_t addr, Event e) {
@@ -28,7 +44,9 @@ bool AddressTracker::free(std::uint64_t addr, Event e) {
   e.kind = EventKind::Free;
   e.id = it->second.id;
   e.size = it->second.size;
+  e.stream = it->second.stream;
   live_.erase(it);
+  order_time(e);
   trace_->events.push_back(e);
   return true;
 }

@@ -32,7 +32,8 @@ class AddressTracker {
 
   // Appends `e` as an Alloc with a fresh id; false (nothing appended) when addr is already live.
   bool alloc(std::uint64_t addr, Event e);
-  // Appends `e` as the Free of the tensor live at addr, with its id and size; false (nothing
+  // Appends `e` as the Free of the tensor live at addr, with its id, size and stream (a block is
+  // freed on its allocation's stream; uses on others are record_stream); false (nothing
   // appended) when nothing is live there.
   bool free(std::uint64_t addr, Event e);
   std::size_t live() const { return live_.size(); }
@@ -41,11 +42,21 @@ class AddressTracker {
   struct Live {
     std::uint64_t id;
     std::uint64_t size;
+    std::uint32_t stream;
   };
+  // A time stamp before the one appended last is kept as unknown (-1): clocks of several
+  // threads or an edited file may go back, and the trace's time must not.
+  void order_time(Event& e);
   Trace* trace_;
+  std::int64_t last_time_ = -1;
   std::unordered_map<std::uint64_t, Live> live_;
   std::uint64_t next_id_ = 1;
 };
+
+// The last word on an importer's trace: it must be one validate_trace accepts (sizes and live
+// bytes a device can hold, frees of what is live with its size and stream, time going forward).
+// Throws ParseError naming the input and the first problem.
+void check_imported(const Trace& trace, const std::string& input_name);
 
 // The lines of a text file in memory, numbered from 1, without "\n" or a trailing "\r".
 class LineReader {
