@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       e.size = op == 119 ? ~std::uint64_t{0} - arg  // a size no device holds
                : op % 3 == 0 ? 1 + arg % 4096
                : op % 3 == 1 ? std::uint64_t{arg} * 64
-                             : std::uint64_t{arg % 64 + 1} << 16;
+                             : static_cast<std::uint64_t>(arg % 64 + 1) << 16;
       e.stream = op % 4;
       e.thread = static_cast<std::uint16_t>(op % 7 == 0);
       live.push_back(e);
