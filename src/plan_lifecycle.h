@@ -19,27 +19,15 @@
 
 #include "planner/chunk/chunk_plan.h"
 #include "src/period_detector.h"
-#include "src/physical_memory.h"
-#include "src/plan_cache.h"
-#include "src/plan_follower.h"
-#include "src/plan_pool.h"
 #include "src/recorder.h"
-#include "src/runtime_config.h"
-#include "src/runtime_log.h"
+#include "src/runtime_parts.h"
 #include "src/runtime_reclaimer.h"
-#include "src/runtime_stats.h"
-#include "src/stream_sync.h"
-#include "src/unplanned_server.h"
-#include "vmm/driver.h"
 
 namespace stalloc {
 
 class PlanLifecycle {
  public:
-  PlanLifecycle(const RuntimeConfig& config, std::uint64_t granularity, vmm::Driver& driver,
-                PhysicalMemory& memory, PlanPool& pool, StreamSync& sync, PlanCache& cache,
-                PlanFollower& follower, UnplannedServer& unplanned, RuntimeReclaimer& reclaimer,
-                RuntimeStats& stats, const RuntimeLog& log);
+  PlanLifecycle(const RuntimeParts& parts, RuntimeReclaimer& reclaimer);
 
   Recorder& recorder() { return recorder_; }
   const Recorder& recorder() const { return recorder_; }
@@ -75,18 +63,8 @@ class PlanLifecycle {
   void choose_plan();
   void note_transition(const SignatureKey& key);
 
-  const RuntimeConfig& config_;
-  const std::uint64_t granularity_;
-  vmm::Driver& driver_;
-  PhysicalMemory& memory_;
-  PlanPool& pool_;
-  StreamSync& sync_;
-  PlanCache& cache_;
-  PlanFollower& follower_;
-  UnplannedServer& unplanned_;
+  const RuntimeParts parts_;
   RuntimeReclaimer& reclaimer_;
-  RuntimeStats& stats_;
-  const RuntimeLog& log_;
   Recorder recorder_;
   PeriodDetector detector_;
   // Iterations before this one were cut by the period detector and then disowned by the

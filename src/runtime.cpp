@@ -53,16 +53,21 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<vmm::Driver> owned
       sync_(driver_),
       memory_(driver_, granularity_, config.capacity),
       pool_(memory_),
-      reclaimer_(config_, granularity_, driver_, memory_, pool_, sync_, cache_, follower_,
-                 unplanned_, stats_, log_),
+      reclaimer_(parts()),
       unplanned_(config_, granularity_, driver_, memory_, pool_, sync_, reclaimer_, device_bytes_),
       cache_(config.plan_cache_size),
-      lifecycle_(config_, granularity_, driver_, memory_, pool_, sync_, cache_, follower_,
-                 unplanned_, reclaimer_, stats_, log_),
+      lifecycle_(parts(), reclaimer_),
       follower_(config_, granularity_, pool_, sync_, unplanned_.lender(), cache_, stats_) {
   log_("stalloc runtime: " + format_runtime_config(config_) + " driver " +
        std::string(driver_.name()) + " granularity " + format_bytes(granularity_));
   if (config_.peer_access) grant_peer_access();
+}
+
+// Called while the parts are constructed: only binds references (and copies the granularity,
+// which is set by then).
+RuntimeParts Runtime::parts() {
+  return {config_, granularity_, driver_,    memory_, pool_, sync_,
+          cache_,  follower_,    unplanned_, stats_,  log_};
 }
 
 // Before anything is mapped, so that every set_access covers the peers too.

@@ -35,6 +35,7 @@
 #include "src/plan_pool.h"
 #include "src/runtime_config.h"
 #include "src/runtime_log.h"
+#include "src/runtime_parts.h"
 #include "src/runtime_reclaimer.h"
 #include "src/runtime_stats.h"
 #include "src/stream_sync.h"
@@ -121,6 +122,7 @@ class Runtime {
   // Frees made while their stream was captured, done once the capture is over.
   void take_deferred_frees();
   void grant_peer_access();
+  RuntimeParts parts();
   std::uint16_t thread_index();
 
   RuntimeConfig config_;

@@ -18,26 +18,14 @@
 #include <functional>
 #include <vector>
 
-#include "src/physical_memory.h"
-#include "src/plan_cache.h"
-#include "src/plan_follower.h"
-#include "src/plan_pool.h"
 #include "src/reclaimer.h"
-#include "src/runtime_config.h"
-#include "src/runtime_log.h"
-#include "src/runtime_stats.h"
-#include "src/stream_sync.h"
-#include "src/unplanned_server.h"
-#include "vmm/driver.h"
+#include "src/runtime_parts.h"
 
 namespace stalloc {
 
 class RuntimeReclaimer final : public Reclaimer {
  public:
-  RuntimeReclaimer(const RuntimeConfig& config, std::uint64_t granularity, vmm::Driver& driver,
-                   PhysicalMemory& memory, PlanPool& pool, StreamSync& sync, PlanCache& cache,
-                   PlanFollower& follower, UnplannedServer& unplanned, RuntimeStats& stats,
-                   const RuntimeLog& log);
+  explicit RuntimeReclaimer(const RuntimeParts& parts);
 
   bool chunk_for_arena(const PackedArena* asking) override;
   void bytes_for_range(std::uint64_t bytes) override;
@@ -70,17 +58,7 @@ class RuntimeReclaimer final : public Reclaimer {
   // Unmaps what the GPU is done with; true when live mappings fell below `before`.
   bool unmap_completed(std::uint64_t before);
 
-  const RuntimeConfig& config_;
-  const std::uint64_t granularity_;
-  vmm::Driver& driver_;
-  PhysicalMemory& memory_;
-  PlanPool& pool_;
-  StreamSync& sync_;
-  PlanCache& cache_;
-  PlanFollower& follower_;
-  UnplannedServer& unplanned_;
-  RuntimeStats& stats_;
-  const RuntimeLog& log_;
+  const RuntimeParts parts_;
   // By pool run (its first chunk): the iteration (+1) in which its split was refused.
   std::vector<std::uint64_t> split_refused_;
   std::uint64_t split_wait_iteration_ = 0;  // the iteration (+1) that waited for a split

@@ -41,6 +41,8 @@ struct StressOutcome {
   std::uint64_t corrupted = 0;   // allocations whose pattern changed before their free
   std::uint64_t plan_adds = 0;   // plans the side thread installed with add_plan
   std::uint64_t plan_add_failures = 0;
+  std::uint64_t contended_installs = 0;  // plan installs while all threads ran (add_plan's too)
+  std::uint64_t quiet_installs = 0;      // of iteration C's plan, run alone after them
   RuntimeStats stats;            // before the runtime is destroyed
   vmm::DriverCounters after_destroy;
 };
@@ -82,12 +84,15 @@ struct Live {
   vmm::StreamHandle stream = 0;
 };
 
-// Two iterations of a training loop with different activation sizes (signatures A and B).
-inline Trace two_signature_trace() {
+// Iterations of a training loop with different activation sizes: A and B alternate under
+// contention, C runs alone at the end.
+inline Trace three_signature_trace() {
   ThreadedTraceBuilder b;
   add_training_iteration(b, 2 * kG + 4096, 3);
   b.next_iteration();
   add_training_iteration(b, 3 * kG + 8192, 3);
+  b.next_iteration();
+  add_training_iteration(b, 4 * kG + 12288, 3);
   return b.trace();
 }
 
@@ -96,7 +101,7 @@ inline Trace two_signature_trace() {
 inline StressOutcome run_runtime_stress(const StressShape& shape) {
   using namespace stress_detail;
   StressOutcome out;
-  const Trace loop = two_signature_trace();
+  const Trace loop = three_signature_trace();
   PlanOptions plan_options;
   plan_options.granularity = kG;
   // TBB's own threads are not instrumented, so ThreadSanitizer reports races inside TBB; the
@@ -138,25 +143,26 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
       return true;
     };
 
-    std::thread trainer([&] {
-      std::uint64_t tag = 1ull << 56;
-      for (int it = 0; it < shape.trainer_iterations; ++it) {
-        const auto iteration = static_cast<std::uint32_t>(it % 2);
-        std::vector<std::pair<std::uint64_t, Live>> live;
-        for (const Event& e : loop.events) {
-          if (e.iteration != iteration) continue;
-          if (e.kind == EventKind::Alloc) {
-            Live l;
-            if (give(e.size, e.stream, ++tag, &l)) live.emplace_back(e.id, l);
-            continue;
-          }
-          auto found = std::find_if(live.begin(), live.end(), [&](const auto& x) { return x.first == e.id; });
-          if (found == live.end()) continue;
-          take(found->second);
-          live.erase(found);
+    std::uint64_t trainer_tag = 1ull << 56;
+    auto train = [&](std::uint32_t iteration) {
+      std::vector<std::pair<std::uint64_t, Live>> live;
+      for (const Event& e : loop.events) {
+        if (e.iteration != iteration) continue;
+        if (e.kind == EventKind::Alloc) {
+          Live l;
+          if (give(e.size, e.stream, ++trainer_tag, &l)) live.emplace_back(e.id, l);
+          continue;
         }
-        rt.step();
+        auto found = std::find_if(live.begin(), live.end(), [&](const auto& x) { return x.first == e.id; });
+        if (found == live.end()) continue;
+        take(found->second);
+        live.erase(found);
       }
+      rt.step();
+    };
+
+    std::thread trainer([&] {
+      for (int it = 0; it < shape.trainer_iterations; ++it) train(static_cast<std::uint32_t>(it % 2));
       // However the threads were scheduled, the side thread's add_plan overlaps the training:
       // the trainer goes on stepping until it has made at least one.
       while (side_adds.load() == 0) {
@@ -225,6 +231,17 @@ inline StressOutcome run_runtime_stress(const StressShape& shape) {
     for (auto& th : randoms) th.join();
     side.join();
     rt.wait_for_planning();
+    // Under contention the background plans race the boundaries (and on a loaded machine may all
+    // finish too late or have their sizes change): whether one was installed depends on the
+    // scheduling. After it, iteration C alone, each time waiting for the plan of the last:
+    // planning in the background still works after all of the above.
+    const std::uint64_t installs = rt.stats().plan_installs;
+    for (int it = 0; it < 3; ++it) {
+      train(2);
+      rt.wait_for_planning();
+    }
+    out.contended_installs = installs;
+    out.quiet_installs = rt.stats().plan_installs - installs;
     out.operations = operations;
     out.failed_mallocs = failed;
     out.corrupted = corrupted;
