@@ -341,9 +341,13 @@ class SnapshotReader {
         ++*inconsistent;  // the trace freed it and never allocated it again: cannot say when it was
         continue;
       }
-      auto size = unsigned_field(block, "requested_size", bat, false);
-      if (!size) size = unsigned_field(block, "size", bat, true);
-      seeds->push_back(Seed{addr, *size, stream});
+      const std::uint64_t block_size = *unsigned_field(block, "size", bat, true);
+      const auto requested = unsigned_field(block, "requested_size", bat, false);
+      if (requested && *requested > block_size) {
+        fail(bat, "requested_size " + std::to_string(*requested) + " is larger than the block's size " +
+                      std::to_string(block_size));
+      }
+      seeds->push_back(Seed{addr, requested.value_or(block_size), stream});
       ++*seeded;
     }
   }

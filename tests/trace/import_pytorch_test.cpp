@@ -172,6 +172,24 @@ TEST(ImportPytorch, ErrorsNameTheEntry) {
             std::string::npos);
 }
 
+// A dump-time block whose requested_size (2048) exceeds its size (1024): the caching allocator
+// never makes one, so the file is refused, naming the block.
+const std::string kRequestedAboveBlock = std::string(
+    "\200\004\225\371\000\000\000\000\000\000\000}\224(\214\010segments\224]\224}\224(\214"
+    "\006device\224K\000\214\007address\224M\000\020\214\012total_size\224M\000 \214\006strea"
+    "m\224K\000\214\014segment_type\224\214\005small\224\214\006blocks\224]\224}\224(h\005M"
+    "\000\020\214\004size\224M\000\004\214\016requested_size\224M\000\010\214\005state\224"
+    "\214\020active_allocated\224uaua\214\015device_traces\224]\224]\224}\224(\214\006action"
+    "\224\214\005alloc\224\214\004addr\224M\000 h\015M\000\002h\007K\000\214\007time_us\224K"
+    "\001uaau.", 260);
+
+TEST(ImportPytorch, ARequestedSizeAboveItsBlockIsRefused) {
+  const std::string e = error_of(kRequestedAboveBlock);
+  EXPECT_NE(e.find("segments[0].blocks[0]: requested_size 2048 is larger than the block's size 1024"),
+            std::string::npos)
+      << e;
+}
+
 // Python ints are unbounded: a field the import does not use may hold any of them, and one it
 // uses is refused with the file, the entry and what was expected.
 TEST(ImportPytorch, AnyIntegerWhereUnusedRangeCheckedWhereUsed) {
