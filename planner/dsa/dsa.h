@@ -5,6 +5,7 @@
 // physical-chunk planner.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,9 +26,9 @@ struct DsaProblem {
 };
 
 struct DsaOptions {
-  // Wall-clock seconds for the whole call, counted from its start. The greedy portfolio always
-  // runs to the end (about a second for 100,000 irregular buffers on one core; a limit shorter
-  // than that is exceeded); the search then improves the placement until the limit, and stops
+  // Wall-clock seconds for the whole call, counted from its start. The greedy portfolio and the
+  // baseline give up at the limit but for the start-time sweeps (O(n log n)), which always
+  // complete: a limit shorter than they take is exceeded; the search then improves the placement until the limit, and stops
   // earlier only when the peak reaches the lower bound (or the capacity, when one is given) or
   // an exact search proves it optimal. 0: no time limit when work_limit is set; else the
   // portfolio only, with its cheaper members alone on large components (the physical-chunk
@@ -77,10 +78,14 @@ struct DsaSolution {
   std::uint64_t greedy_peak_bytes = 0;  // the portfolio's best, before any search
   // Plain best-fit-decreasing on the whole problem (best_fit_decreasing below), computed
   // alongside so that the result is never worse; 0 when not computed (time limit 0 and more
-  // than a few thousand buffers).
+  // than a few thousand buffers) or cut by the time limit.
   std::uint64_t best_fit_decreasing_peak_bytes = 0;
   DsaStop stop = DsaStop::NoSearch;
   std::uint64_t work = 0;  // the searches' work, in DsaOptions::work_limit's units (always counted)
+  // Heuristics the time limit cut short: portfolio members and the baseline give up at the
+  // deadline; the start-time sweeps (O(n log n)) never do, so a placement always exists and the
+  // call may end after the limit by what the sweeps, the bounds and the components take.
+  std::uint64_t cut_by_time_limit = 0;
   bool stopped_at_lower_bound() const { return stop == DsaStop::LowerBound; }
 };
 
@@ -92,6 +97,9 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options = {})
 // The baseline: buffers by decreasing size (ties: longer lifetime, then input order), each at
 // the smallest gap that holds it among the placed buffers it lives with, else on top of them.
 // No decomposition, no search. Strategy "best-fit-decreasing", stop NoSearch (or LowerBound).
-DsaSolution best_fit_decreasing(const DsaProblem& problem);
+// When `deadline` passes before every buffer is placed: no offsets (empty), stop TimeLimit.
+DsaSolution best_fit_decreasing(
+    const DsaProblem& problem,
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 }  // namespace stalloc

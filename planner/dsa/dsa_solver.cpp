@@ -100,7 +100,10 @@ bool in_reduced_portfolio(const PortfolioMember& m) {
   return m.ordering == Ordering::StartTime || m.ordering == Ordering::SizeDesc;
 }
 
-GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, bool with_time, bool parallel) {
+// With a time limit every member but the start-time sweeps (O(n log n), never cut, so that a
+// placement always exists) gives up at the deadline; `cut` counts those that did.
+GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, bool with_time, bool parallel,
+                           Clock::time_point deadline, std::atomic<std::uint64_t>* cut) {
   const std::vector<PortfolioMember> members = default_portfolio();
   std::vector<std::size_t> chosen;
   std::uint64_t conflict_work = 0;
@@ -121,11 +124,13 @@ GreedyResult run_portfolio(const std::vector<DsaBuffer>& buffers, bool with_time
     const auto order = make_order(buffers, index, member.ordering);
     offsets[chosen[c]] = member.ordering == Ordering::StartTime
                              ? place_by_sweep(buffers, order, member.placement)
-                             : place_in_order(buffers, order, member.placement);
+                             : place_in_order(buffers, order, member.placement, nullptr, deadline);
+    if (offsets[chosen[c]].size() != buffers.size()) ++*cut;
   });
   GreedyResult best;
   bool first = true;
   for (std::size_t m : chosen) {
+    if (offsets[m].size() != buffers.size()) continue;
     const std::uint64_t peak = placement_peak(buffers, offsets[m]);
     if (first || peak < best.peak) {
       best.peak = peak;
@@ -350,7 +355,7 @@ std::string dsa_stop_name(DsaStop stop) {
   return "?";
 }
 
-DsaSolution best_fit_decreasing(const DsaProblem& problem) {
+DsaSolution best_fit_decreasing(const DsaProblem& problem, Clock::time_point deadline) {
   const auto started = Clock::now();
   check_buffers(problem.buffers);
   DsaSolution solution;
@@ -373,7 +378,15 @@ DsaSolution best_fit_decreasing(const DsaProblem& problem) {
     const std::uint64_t lb = active[b].upper - active[b].lower;
     return la != lb ? la > lb : a < b;
   });
-  const auto offsets = place_in_order(active, order, Placement::BestFit);
+  const auto offsets = place_in_order(active, order, Placement::BestFit, nullptr, deadline);
+  if (offsets.size() != active.size()) {
+    solution.offsets.clear();
+    solution.strategy = "best-fit-decreasing (cut by the time limit)";
+    solution.stop = DsaStop::TimeLimit;
+    solution.cut_by_time_limit = 1;
+    solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    return solution;
+  }
   for (std::size_t k = 0; k < active.size(); ++k) solution.offsets[active_index[k]] = offsets[k];
   solution.peak_bytes = placement_peak(active, offsets);
   solution.within_capacity = problem.capacity == 0 || solution.peak_bytes <= problem.capacity;
@@ -401,6 +414,7 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
                 : Clock::time_point::max();
   std::uint64_t work_used = 0;
   bool out_of_work = false;
+  std::atomic<std::uint64_t> cut{0};  // heuristics the time limit cut short
 
   // Buffers of no size or no lifetime overlap nothing: offset 0, outside the real problem.
   std::vector<DsaBuffer> active;
@@ -429,12 +443,12 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
 #ifdef STALLOC_HAVE_TBB
   tbb::task_group background;
   if (run_baseline && options.parallel) {
-    background.run([&] { baseline = best_fit_decreasing(problem); });
+    background.run([&] { baseline = best_fit_decreasing(problem, deadline); });
   } else if (run_baseline) {
-    baseline = best_fit_decreasing(problem);
+    baseline = best_fit_decreasing(problem, deadline);
   }
 #else
-  if (run_baseline) baseline = best_fit_decreasing(problem);
+  if (run_baseline) baseline = best_fit_decreasing(problem, deadline);
 #endif
 
   if (active.empty()) {
@@ -477,7 +491,7 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
         Component& c = components[g];
         c.members = groups[g];
         for (std::uint32_t i : c.members) c.buffers.push_back(rest[i]);
-        GreedyResult greedy = run_portfolio(c.buffers, searching, options.parallel);
+        GreedyResult greedy = run_portfolio(c.buffers, searching, options.parallel, deadline, &cut);
         c.offsets = std::move(greedy.offsets);
         c.peak = greedy.peak;
         c.strategy = member_name(default_portfolio()[greedy.member]);
@@ -559,7 +573,9 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
 #ifdef STALLOC_HAVE_TBB
   background.wait();
 #endif
-  if (run_baseline) {
+  if (run_baseline && baseline.offsets.size() != problem.buffers.size()) {
+    ++cut;
+  } else if (run_baseline) {
     solution.best_fit_decreasing_peak_bytes = baseline.peak_bytes;
     if (baseline.peak_bytes < solution.peak_bytes) {
       solution.offsets = std::move(baseline.offsets);
@@ -586,6 +602,7 @@ DsaSolution solve_dsa(const DsaProblem& problem, const DsaOptions& options) {
                                 : DsaStop::NoSearch;
   }
   solution.work = work_used;
+  solution.cut_by_time_limit = cut;
   solution.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   return solution;
 }

@@ -3,7 +3,7 @@
 # --json report (time used, stop reason), a capacity that cannot be met (still exit 0), a
 # malformed CSV (non-zero exit, message naming the file and line), the best-fit-decreasing
 # baseline, --dsa-generate (seeded instances, solved and checked), and --work-limit (the same
-# result on every run).
+# result on every run), a time limit the heuristics cannot meet (the sweeps' placement, reported).
 # Usage: plan_dsa.sh STALLOC_BIN SRC_DIR
 set -euo pipefail
 bin=$1
@@ -115,6 +115,16 @@ fi
 if "$bin" plan --dsa "$tmp/in.csv" -o "$tmp/x.csv" --strategy fastest 2> "$tmp/err.txt"; then
   fail "unknown strategy accepted"
 fi
+
+# A limit the heuristics cannot meet: those still running give up, the start-time sweeps'
+# placement is written, and the report says the limit was not met and how many were cut.
+"$bin" plan --dsa-generate irregular --buffers 30000 --seed 6 -o "$tmp/big.csv" > /dev/null
+"$bin" plan --dsa "$tmp/big.csv" -o "$tmp/big.out" --time-limit 0.000001 --json > "$tmp/cut.json" ||
+  fail "plan --dsa with a tiny limit exited $?"
+grep -q '"time_limit_met":false' "$tmp/cut.json" || fail "limit met? $(cat "$tmp/cut.json")"
+grep -q '"cut_by_time_limit":[1-9]' "$tmp/cut.json" || fail "nothing cut: $(cat "$tmp/cut.json")"
+grep -q '"strategy":"start/' "$tmp/cut.json" || fail "not the sweeps: $(cat "$tmp/cut.json")"
+[ "$(wc -l < "$tmp/big.out")" -eq 30001 ] || fail "rows of the cut placement"
 
 # Malformed input: non-zero exit and file:line in the message.
 printf 'id,lower,upper,size\n1,0,3,4\n2,5,2,4\n' > "$tmp/bad.csv"

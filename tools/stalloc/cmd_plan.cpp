@@ -50,9 +50,11 @@ constexpr const char* kUsage =
     "placement is checked by the independent validator before it is written.\n"
     "  --capacity BYTES      the peak wanted (e.g. 1048576, 64MiB); the search stops once the\n"
     "                        peak is within it; default: the lower bound\n"
-    "  --time-limit SECONDS  wall-clock time for the whole run (default 10): the heuristics run\n"
-    "                        to the end, then the search improves until the limit or until the\n"
-    "                        peak reaches the lower bound (or the capacity), or is proved optimal;\n"
+    "  --time-limit SECONDS  wall-clock time for the whole run (default 10): the heuristics,\n"
+    "                        then the search improves until the limit or until the peak reaches\n"
+    "                        the lower bound (or the capacity), or is proved optimal; heuristics\n"
+    "                        still running at the limit give up, but for the start-time sweeps\n"
+    "                        (O(n log n)), which always complete so that a placement exists;\n"
     "                        0: the heuristics only (with --work-limit: no time limit)\n"
     "  --work-limit N        bound the search by work instead of, or as well as, time: N buffer\n"
     "                        placements summed over the searches (a node of the exact search\n"
@@ -66,7 +68,9 @@ constexpr const char* kUsage =
     "  --json                print {peak_bytes, lower_bound_bytes, ratio, within_capacity,\n"
     "                        milliseconds, seconds, time_limit_seconds, stop, validated,\n"
     "                        stopped_at_lower_bound, greedy_peak_bytes,\n"
-    "                        best_fit_decreasing_peak_bytes, buffers, strategy}\n"
+    "                        best_fit_decreasing_peak_bytes, buffers, strategy}, and with a\n"
+    "                        time limit time_limit_met and cut_by_time_limit (the heuristics\n"
+    "                        it cut short)\n"
     "--dsa-generate: write a seeded offset problem (id,lower,upper,size) to OUT.csv: irregular\n"
     "(a compiler's whole-program plan: phases, temporaries, skewed sizes) or training (iterations\n"
     "of a training run, 512-byte alignment, which the CSV does not carry).";
@@ -196,6 +200,10 @@ int plan_dsa(const std::vector<std::string>& raw) {
     w.field("milliseconds", solution.milliseconds);
     w.field("seconds", solution.milliseconds / 1000.0);
     w.field("time_limit_seconds", limit);
+    if (!baseline && limit > 0) {
+      w.field("time_limit_met", solution.milliseconds <= limit * 1000.0);
+      w.field("cut_by_time_limit", solution.cut_by_time_limit);
+    }
     if (has_work_limit) {
       w.field("work_limit", baseline ? std::uint64_t{0} : options.work_limit);
       w.field("work", solution.work);
@@ -234,6 +242,10 @@ int plan_dsa(const std::vector<std::string>& raw) {
         break;
       case DsaStop::TimeLimit:
         std::cout << "used the time limit: " << used << " s of " << limit << " s";
+        if (used > limit) {
+          std::cout << " (not met: the placement that always completes, by start-time sweeps, "
+                       "with the bounds and the time components took that long)";
+        }
         break;
       case DsaStop::WorkLimit:
         std::cout << "used the work limit: " << solution.work << " of " << options.work_limit
@@ -250,6 +262,10 @@ int plan_dsa(const std::vector<std::string>& raw) {
                         ? 1.0
                         : static_cast<double>(solution.best_fit_decreasing_peak_bytes) /
                               static_cast<double>(solution.lower_bound_bytes));
+    }
+    if (solution.cut_by_time_limit != 0) {
+      std::cout << "; " << solution.cut_by_time_limit << " heuristic"
+                << (solution.cut_by_time_limit == 1 ? "" : "s") << " cut by the time limit";
     }
     std::cout << "\nwrote " << output << "\n";
   }

@@ -171,6 +171,26 @@ TEST(DsaSolverAnytime, NeverWorseThanBestFitDecreasing) {
   }
 }
 
+// A limit far below what the heuristics need (each checks it every 1,024 placements): all but
+// the start-time sweeps give up, the baseline too, and the sweeps' placement is returned, valid.
+TEST(DsaSolverAnytime, TheTimeLimitCutsTheHeuristicsButTheSweeps) {
+  DsaProblem p;
+  p.buffers = generate_dsa_instance({DsaInstanceKind::Irregular, 30000, 5});
+  DsaOptions options;
+  options.time_limit_seconds = 1e-6;
+  const DsaSolution s = solve_valid(p, options);
+  EXPECT_EQ(s.stop, DsaStop::TimeLimit);
+  EXPECT_EQ(s.strategy.rfind("start/", 0), 0u) << s.strategy;
+  EXPECT_GE(s.cut_by_time_limit, 2u);  // the size-order members and the baseline
+  EXPECT_EQ(s.best_fit_decreasing_peak_bytes, 0u);
+  EXPECT_GE(s.peak_bytes, s.lower_bound_bytes);
+
+  const DsaSolution cut = best_fit_decreasing(p, std::chrono::steady_clock::now());
+  EXPECT_TRUE(cut.offsets.empty());
+  EXPECT_EQ(cut.stop, DsaStop::TimeLimit);
+  EXPECT_EQ(cut.cut_by_time_limit, 1u);
+}
+
 // Two copies of MiniMalloc's A one after the other: two components tied at the same greedy
 // peak. Bringing the first down to the next peak below it must not stop the search while the
 // second is still up there.
