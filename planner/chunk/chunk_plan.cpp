@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "planner/chunk/chunk_colouring.h"
 #include "planner/chunk/lifetime_rotation.h"
 #include "planner/chunk/slot_classifier.h"
@@ -360,6 +361,16 @@ ChunkPlan plan_iteration(const Trace& trace, std::uint32_t iteration, const Plan
   }
   const std::uint64_t small = options.small_threshold == 0 ? g : options.small_threshold;
   IterationSlots in = classify_slots(trace, iteration, small, options.plan_one_offs);
+  // The planner keeps an entry per chunk of each view: refused before any is made when the
+  // views would need more than the limit (a trace of sizes no device has).
+  std::uint64_t view_chunks = 0;
+  for (const PlannedSlot& s : in.slots) view_chunks += s.size / g + 1;
+  if (view_chunks > options.max_view_chunks) {
+    throw UsageError("iteration " + std::to_string(iteration) + ": its tensors span " +
+                     std::to_string(view_chunks) + " chunks of " + format_bytes(g) +
+                     ", more than the planner's limit of " + std::to_string(options.max_view_chunks) +
+                     " (PlanOptions::max_view_chunks): a larger granularity, or sizes of a real device");
+  }
   // Placed on the timeline that makes slots carried into the next iteration plain intervals.
   const auto lifetimes = rotate_lifetimes(in.slots, in.requests);
 

@@ -115,6 +115,9 @@ struct PlanOptions {
   // whole iteration, or left out (slot_classifier.h). The runtime leaves them out of plans with
   // Dynamic slots for the sizes that vary.
   bool plan_one_offs = true;
+  // The most chunks the iteration's views may span in all (size / G + 1 a tensor), so that the
+  // planner's memory stays bounded (about 100 bytes a chunk): 2^24 is 32 TiB of views at 2 MiB.
+  std::uint64_t max_view_chunks = 1ull << 24;
   // Portfolio only: the arena is cut into chunks and recoloured, and the search after the
   // portfolio found no plan with fewer chunks on any preset while costing up to 1.3 s of CPU.
   DsaOptions dsa{.time_limit_seconds = 0.0, .seed = 1, .parallel = true};
