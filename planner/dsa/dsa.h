@@ -28,11 +28,11 @@ struct DsaProblem {
 struct DsaOptions {
   // Wall-clock seconds for the whole call, counted from its start. The greedy portfolio and the
   // baseline give up at the limit but for the start-time sweeps (O(n log n)), which always
-  // complete: a limit shorter than they take is exceeded; the search then improves the placement until the limit, and stops
-  // earlier only when the peak reaches the lower bound (or the capacity, when one is given) or
-  // an exact search proves it optimal. 0: no time limit when work_limit is set; else the
-  // portfolio only, with its cheaper members alone on large components (the physical-chunk
-  // planner's setting).
+  // complete: a limit shorter than they take is exceeded; the search then improves the
+  // placement until the limit, and stops earlier only when the peak reaches the lower bound
+  // (or the capacity, when one is given) or an exact search proves it optimal. 0: no time limit
+  // when work_limit is set; else the portfolio only, with its cheaper members alone on large
+  // components (the physical-chunk planner's setting).
   double time_limit_seconds = 10.0;
   // The searches' budget in buffer placements, summed over every search of the call: a node of
   // the exact search places one buffer, an order of the order search places every buffer of its
